@@ -1,0 +1,51 @@
+"""Verdicts and result records of the judge; shared by rewards, sampling feedback and evaluation."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+AC, WA, TLE, MLE, RE, CE = "AC", "WA", "TLE", "MLE", "RE", "CE"
+VERDICTS = (AC, WA, TLE, MLE, RE, CE)
+OPTIMIZATION_FAILURES = frozenset({TLE, MLE})
+CORRECTNESS_FAILURES = frozenset({WA, RE, CE})
+
+
+def is_optimization_failure(verdict: str) -> bool:
+    return verdict in OPTIMIZATION_FAILURES
+
+
+def is_correctness_failure(verdict: str) -> bool:
+    return verdict in CORRECTNESS_FAILURES
+
+
+@dataclass
+class TestResult:
+    index: int  # position of the test in problem.tests
+    verdict: str
+    cpu_time_s: float = 0.0
+    wall_time_s: float = 0.0
+    peak_memory_mb: float = 0.0
+    got: str = ""  # head of the program's output (feedback on public tests only)
+    error: str = ""  # tail of stderr / the exception
+
+
+@dataclass
+class SampleResult:
+    verdict: str  # AC, or the verdict of the first failing test
+    tests_passed: int
+    tests_total: int
+    first_failed_test: int | None = None
+    first_failed_tier: int | None = None
+    cpu_time_s: float = 0.0  # summed over the tests run
+    peak_memory_mb: float = 0.0  # max over the tests run
+    tests: list[TestResult] = field(default_factory=list)
+
+
+@dataclass
+class RunResult:
+    """One free-form execution (a tool call): no expected output, just what happened."""
+    status: str  # "ok", TLE, MLE, RE
+    stdout: str
+    stderr: str
+    exit_code: int | None
+    cpu_time_s: float
+    peak_memory_mb: float
