@@ -1,0 +1,47 @@
+# Config validation at parse time (one line naming the bad key) and small input functions.
+import json
+
+from ewa.config import ConfigError, alpha_tag, validate
+
+try:
+    config = validate(config)
+except ConfigError as e:
+    raise WorkflowError(str(e)) from None
+
+REGIMES = [r["name"] for r in config["regimes"]]
+ALPHAS = {alpha_tag(a): a for a in config["merge"]["alphas"]}
+BENCHMARKS = list(config["benchmarks"])
+SETTINGS = config["sample"]["settings"]
+
+
+wildcard_constraints:
+    regime="|".join(REGIMES),
+    tag=r"[+-]\d+\.\d\d",
+    benchmark="|".join(BENCHMARKS),
+    setting="|".join(SETTINGS),
+
+
+def as_json(value):
+    return json.dumps(value, sort_keys=True)
+
+
+def dataset_params(wildcards):
+    spec = config["train_data"] if wildcards.get("benchmark") is None else config["benchmarks"][wildcards.benchmark]
+    return as_json({**spec, "seed": config["seed"]})
+
+
+def sandbox_backend():
+    # "auto" is resolved by the job itself, on the machine that runs it (a cluster node may differ).
+    return config["sandbox"]["backend"]
+
+
+def merged_model(wildcards):
+    return f"results/merged/alpha{wildcards.tag}"
+
+
+def frontier_targets():
+    return expand(
+        "results/frontier/{benchmark}/{setting}/frontier.csv",
+        benchmark=BENCHMARKS,
+        setting=SETTINGS,
+    )

@@ -1,0 +1,22 @@
+# Judge every sample on the full hidden suite: a verdict per sample, first failing test and tier.
+
+
+rule evaluate:
+    input:
+        samples="results/samples/alpha{tag}/{benchmark}/{setting}.jsonl",
+        problems="results/data/{benchmark}/problems.jsonl",
+        tiers="results/data/{benchmark}/tiers.json",
+        calibration="results/calibration.json",
+    output:
+        "results/evals/alpha{tag}/{benchmark}/{setting}.parquet",
+    params:
+        backend=sandbox_backend(),
+    threads: 2
+    log:
+        "logs/evaluate/alpha{tag}/{benchmark}/{setting}.log",
+    benchmark:
+        "results/benchmarks/evaluate/alpha{tag}/{benchmark}/{setting}.tsv"
+    shell:
+        "ewa evaluate --problems {input.problems} --samples {input.samples} --tiers {input.tiers} "
+        "--calibration {input.calibration} --backend {params.backend} --workers {threads} "
+        "--out {output} 2> {log}"

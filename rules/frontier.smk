@@ -1,0 +1,47 @@
+# Aggregate the alpha grid: frontier table, Pareto set, solve matrix, matched-budget ensembles, plots.
+
+
+def frontier_evals(wildcards):
+    return expand(
+        "results/evals/alpha{tag}/{benchmark}/{setting}.parquet",
+        tag=ALPHAS,
+        benchmark=wildcards.benchmark,
+        setting=wildcards.setting,
+    )
+
+
+def frontier_eval_args(wildcards, input):
+    return " ".join(f"{ALPHAS[t]}={p}" for t, p in zip(ALPHAS, input.evals))
+
+
+rule frontier:
+    input:
+        evals=frontier_evals,
+        problems="results/data/{benchmark}/problems.jsonl",
+    output:
+        table="results/frontier/{benchmark}/{setting}/frontier.csv",
+        ensembles="results/frontier/{benchmark}/{setting}/ensembles.csv",
+        frontier_plot=report(
+            "results/frontier/{benchmark}/{setting}/frontier.png",
+            caption="../report/frontier.rst",
+            category="Frontier",
+            subcategory="{benchmark} / {setting}",
+        ),
+        ensemble_plot=report(
+            "results/frontier/{benchmark}/{setting}/ensembles.png",
+            caption="../report/ensembles.rst",
+            category="Ensembles",
+            subcategory="{benchmark} / {setting}",
+        ),
+    params:
+        evals=frontier_eval_args,
+        k=" ".join(map(str, config["evaluate"]["k"])),
+        budget=config["evaluate"]["budget"],
+        bootstrap=config["evaluate"]["bootstrap"],
+        seed=config["seed"],
+    log:
+        "logs/frontier/{benchmark}/{setting}.log",
+    shell:
+        "ewa frontier --evals {params.evals} --problems {input.problems} --k {params.k} "
+        "--budget {params.budget} --bootstrap {params.bootstrap} --seed {params.seed} "
+        "--out-dir results/frontier/{wildcards.benchmark}/{wildcards.setting} 2> {log}"

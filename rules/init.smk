@@ -1,0 +1,21 @@
+# The shared initial model every regime starts from (tiny: tokenizer + Qwen2 + SFT warm start).
+
+
+rule init:
+    input:
+        problems="results/data/_train/problems.jsonl",
+    output:
+        directory("results/init"),
+    params:
+        settings=as_json({**config["model"], "seed": config["seed"]}),
+        init=config["model"]["init"],
+    threads: 2
+    resources:
+        mem_mb=4000,
+    log:
+        "logs/init.log",
+    benchmark:
+        "results/benchmarks/init.tsv"
+    shell:
+        "ewa init --init {params.init:q} --settings {params.settings:q} "
+        "--problems {input.problems} --out {output} 2> {log}"

@@ -1,0 +1,24 @@
+# Sample every merged model per benchmark and inference setting; model code runs in the sandbox.
+
+
+rule sample:
+    input:
+        model=merged_model,
+        problems="results/data/{benchmark}/problems.jsonl",
+    output:
+        "results/samples/alpha{tag}/{benchmark}/{setting}.jsonl",
+    params:
+        settings=as_json({**config["sample"], "seed": config["seed"]}),
+        backend=sandbox_backend(),
+        max_k=max(config["evaluate"]["k"] + [config["evaluate"]["budget"]]),
+    threads: 2
+    resources:
+        mem_mb=4000,
+    log:
+        "logs/sample/alpha{tag}/{benchmark}/{setting}.log",
+    benchmark:
+        "results/benchmarks/sample/alpha{tag}/{benchmark}/{setting}.tsv"
+    shell:
+        "ewa sample --model {input.model} --problems {input.problems} --setting {wildcards.setting} "
+        "--settings {params.settings:q} --max-k {params.max_k} --sandbox-backend {params.backend} "
+        "--workers {threads} --out {output} 2> {log}"

@@ -1,0 +1,26 @@
+# One GRPO checkpoint per coverage regime; regimes differ only in the reward's test tier.
+
+
+rule train:
+    input:
+        init="results/init",
+        problems="results/data/_train/problems.jsonl",
+        tiers="results/data/_train/tiers.json",
+        calibration="results/calibration.json",
+    output:
+        directory("results/checkpoints/{regime}"),
+    params:
+        settings=as_json({**config["grpo"], "seed": config["seed"]}),
+        regimes=as_json(config["regimes"]),
+        backend=sandbox_backend(),
+    threads: 2
+    resources:
+        mem_mb=6000,
+    log:
+        "logs/train/{regime}.log",
+    benchmark:
+        "results/benchmarks/train/{regime}.tsv"
+    shell:
+        "ewa train --init {input.init} --problems {input.problems} --regime {wildcards.regime} "
+        "--regimes-json {params.regimes:q} --settings {params.settings:q} "
+        "--sandbox-backend {params.backend} --calibration {input.calibration} --out {output} 2> {log}"

