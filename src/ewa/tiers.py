@@ -54,7 +54,7 @@ def check_regimes(regimes: Sequence[dict]) -> None:
         raise TierError(f"regimes: must be listed from low to high coverage by {kind}, got {values}")
 
 
-def test_tiers(problem: Problem, regimes: Sequence[dict]) -> list[int]:
+def tier_of_tests(problem: Problem, regimes: Sequence[dict]) -> list[int]:
     """For each test, the index of the lowest regime that requires it (len(regimes) if none does)."""
     tier = [len(regimes)] * len(problem.tests)
     for k in reversed(range(len(regimes))):
@@ -71,7 +71,7 @@ def build_tiers(problems: Sequence[Problem], regimes: Sequence[dict]) -> dict:
         "problems": {
             p.id: {
                 "regime_tests": {r["name"]: regime_tests(p, r) for r in regimes},
-                "test_tier": test_tiers(p, regimes),
+                "test_tier": tier_of_tests(p, regimes),
             }
             for p in problems
         },

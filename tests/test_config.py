@@ -1,0 +1,57 @@
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ewa.config import ConfigError, alpha_tag, load, validate
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_default_config_validates_and_fills_every_section():
+    config = load(ROOT / "config.yaml")
+    assert config["model"]["tiny"]["num_layers"] >= 1
+    assert config["grpo"]["reward"] == "binary"
+    assert config["sandbox"]["python"] == "/usr/bin/python3"
+    assert config["benchmarks"]["mini"]["split"] == "heldout"
+
+
+def test_empty_config_is_the_schema_defaults():
+    config = validate({})
+    assert [r["name"] for r in config["regimes"]] == ["low", "high"]
+    assert config["merge"]["alphas"][0] < 0 < 1 < config["merge"]["alphas"][-1]
+
+
+@pytest.mark.parametrize("config, fragment", [
+    ({"merge": {"alpahs": [0.5]}}, "unknown key 'merge.alpahs'"),
+    ({"sampel": {}}, "unknown key 'sampel'"),
+    ({"merge": {"alphas": [0, "x"]}}, "key 'merge.alphas[1]': expected number"),
+    ({"sample": {"backend": "tgi"}}, "key 'sample.backend': expected one of"),
+    ({"regimes": [{"name": "a", "fraction": 1.0}, {"name": "b", "fraction": 0.5}]}, "low to high"),
+    ({"regimes": [{"name": "a"}, {"name": "b", "fraction": 1.0}]}, "key 'regimes[0]'"),
+    ({"merge": {"low": "nope"}}, "key 'merge.low'"),
+    ({"sample": {"n": 4}, "evaluate": {"k": [1, 8], "budget": 4}}, "pass@8 needs at least 8 samples"),
+    ({"merge": {"alphas": [0.5, 0.50]}}, "duplicate alphas"),
+    ({"benchmarks": {"x": {"format": "mbpp"}}}, "key 'benchmarks.x.format'"),
+])
+def test_bad_config_is_one_line_naming_the_key(config, fragment):
+    with pytest.raises(ConfigError) as e:
+        validate(config)
+    assert fragment in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_alpha_tag_is_canonical():
+    assert alpha_tag(0.5) == alpha_tag(0.50) == "+0.50"
+    assert alpha_tag(-1) == "-1.00"
+    assert alpha_tag(0) == "+0.00"
+
+
+def test_snakemake_stops_on_a_bad_key_with_one_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"merge": {"alpahs": [1]}}))
+    out = subprocess.run([str(ROOT / ".venv/bin/snakemake"), "-n", "--configfile", str(bad)],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode != 0
+    assert "unknown key 'merge.alpahs'" in out.stdout + out.stderr
