@@ -45,3 +45,16 @@ def frontier_targets():
         benchmark=BENCHMARKS,
         setting=SETTINGS,
     )
+
+
+def frontier_evals(wildcards):
+    return expand(
+        "results/evals/alpha{tag}/{benchmark}/{setting}.parquet",
+        tag=ALPHAS,
+        benchmark=wildcards.benchmark,
+        setting=wildcards.setting,
+    )
+
+
+def frontier_eval_args(wildcards, input):
+    return " ".join(f"{ALPHAS[t]}={p}" for t, p in zip(ALPHAS, input.evals))

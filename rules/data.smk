@@ -6,6 +6,8 @@ rule prepare_train_data:
         "results/data/_train/problems.jsonl",
     params:
         spec=dataset_params,
+    conda:
+        "../envs/ewa.yaml"
     log:
         "logs/data/_train.log",
     shell:
@@ -17,6 +19,8 @@ rule prepare_benchmark:
         "results/data/{benchmark}/problems.jsonl",
     params:
         spec=dataset_params,
+    conda:
+        "../envs/ewa.yaml"
     log:
         "logs/data/{benchmark}.log",
     shell:
@@ -30,6 +34,8 @@ rule tiers:
         "results/data/{dataset}/tiers.json",
     params:
         regimes=as_json(config["regimes"]),
+    conda:
+        "../envs/ewa.yaml"
     log:
         "logs/data/{dataset}.tiers.log",
     shell:
@@ -42,6 +48,8 @@ rule calibrate:
     params:
         backend=sandbox_backend(),
         python=config["sandbox"]["python"],
+    conda:
+        "../envs/ewa.yaml"
     log:
         "logs/calibrate.log",
     shell:

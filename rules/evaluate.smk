@@ -12,6 +12,8 @@ rule evaluate:
     params:
         backend=sandbox_backend(),
     threads: 2
+    conda:
+        "../envs/ewa.yaml"
     log:
         "logs/evaluate/alpha{tag}/{benchmark}/{setting}.log",
     benchmark:

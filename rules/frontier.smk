@@ -1,19 +1,6 @@
 # Aggregate the alpha grid: frontier table, Pareto set, solve matrix, matched-budget ensembles, plots.
 
 
-def frontier_evals(wildcards):
-    return expand(
-        "results/evals/alpha{tag}/{benchmark}/{setting}.parquet",
-        tag=ALPHAS,
-        benchmark=wildcards.benchmark,
-        setting=wildcards.setting,
-    )
-
-
-def frontier_eval_args(wildcards, input):
-    return " ".join(f"{ALPHAS[t]}={p}" for t, p in zip(ALPHAS, input.evals))
-
-
 rule frontier:
     input:
         evals=frontier_evals,
@@ -39,6 +26,8 @@ rule frontier:
         budget=config["evaluate"]["budget"],
         bootstrap=config["evaluate"]["bootstrap"],
         seed=config["seed"],
+    conda:
+        "../envs/ewa.yaml"
     log:
         "logs/frontier/{benchmark}/{setting}.log",
     shell:

@@ -12,6 +12,8 @@ rule init:
     threads: 2
     resources:
         mem_mb=4000,
+    conda:
+        "../envs/ewa.yaml"
     log:
         "logs/init.log",
     benchmark:

@@ -14,6 +14,8 @@ rule merge:
         shard=config["merge"]["max_shard_size"],
     resources:
         mem_mb=4000,
+    conda:
+        "../envs/ewa.yaml"
     log:
         "logs/merge/alpha{tag}.log",
     benchmark:

@@ -14,6 +14,8 @@ rule sample:
     threads: 2
     resources:
         mem_mb=4000,
+    conda:
+        "../envs/ewa.yaml"
     log:
         "logs/sample/alpha{tag}/{benchmark}/{setting}.log",
     benchmark:

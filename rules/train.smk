@@ -16,6 +16,8 @@ rule train:
     threads: 2
     resources:
         mem_mb=6000,
+    conda:
+        "../envs/ewa.yaml"
     log:
         "logs/train/{regime}.log",
     benchmark:
