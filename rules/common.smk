@@ -35,6 +35,15 @@ def sandbox_backend():
     return config["sandbox"]["backend"]
 
 
+def regime_spec(wildcards):
+    # Only this regime's own entry, so editing one regime retrains only that regime.
+    return as_json([r for r in config["regimes"] if r["name"] == wildcards.regime])
+
+
+def alpha_of(wildcards):
+    return ALPHAS[wildcards.tag]
+
+
 def merged_model(wildcards):
     return f"results/merged/alpha{wildcards.tag}"
 

@@ -9,7 +9,7 @@ rule merge:
     output:
         temp(directory("results/merged/alpha{tag}")) if config["merge"]["temp"] else directory("results/merged/alpha{tag}"),
     params:
-        alpha=lambda wildcards: ALPHAS[wildcards.tag],
+        alpha=alpha_of,
         device=config["merge"]["device"],
         shard=config["merge"]["max_shard_size"],
     resources:

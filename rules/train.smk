@@ -5,13 +5,12 @@ rule train:
     input:
         init="results/init",
         problems="results/data/_train/problems.jsonl",
-        tiers="results/data/_train/tiers.json",
         calibration="results/calibration.json",
     output:
         directory("results/checkpoints/{regime}"),
     params:
         settings=as_json({**config["grpo"], "seed": config["seed"]}),
-        regimes=as_json(config["regimes"]),
+        regime=regime_spec,
         backend=sandbox_backend(),
     threads: 2
     resources:
@@ -24,5 +23,5 @@ rule train:
         "results/benchmarks/train/{regime}.tsv"
     shell:
         "ewa train --init {input.init} --problems {input.problems} --regime {wildcards.regime} "
-        "--regimes-json {params.regimes:q} --settings {params.settings:q} "
+        "--regimes-json {params.regime:q} --settings {params.settings:q} "
         "--sandbox-backend {params.backend} --calibration {input.calibration} --out {output} 2> {log}"
