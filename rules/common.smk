@@ -66,4 +66,4 @@ def frontier_evals(wildcards):
 
 
 def frontier_eval_args(wildcards, input):
-    return " ".join(f"{ALPHAS[t]}={p}" for t, p in zip(ALPHAS, input.evals))
+    return " ".join(f"alpha={ALPHAS[t]}:{p}" for t, p in zip(ALPHAS, input.evals))

@@ -14,10 +14,22 @@ rule frontier:
             category="Frontier",
             subcategory="{benchmark} / {setting}",
         ),
+        pass_at_k_plot=report(
+            "results/frontier/{benchmark}/{setting}/pass_at_k.png",
+            caption="../report/pass_at_k.rst",
+            category="pass@k",
+            subcategory="{benchmark} / {setting}",
+        ),
         ensemble_plot=report(
             "results/frontier/{benchmark}/{setting}/ensembles.png",
             caption="../report/ensembles.rst",
             category="Ensembles",
+            subcategory="{benchmark} / {setting}",
+        ),
+        overlaps_plot=report(
+            "results/frontier/{benchmark}/{setting}/overlaps.png",
+            caption="../report/overlaps.rst",
+            category="Complementarity",
             subcategory="{benchmark} / {setting}",
         ),
     params:

@@ -1,0 +1,191 @@
+"""Figures of the study: the correctness-efficiency frontier across alphas, pass@k curves, matched-
+budget ensemble gains and solve overlaps. Agg backend; every figure saved as PNG and SVG atomically.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+
+from ewa.io import atomic_path  # noqa: E402
+
+MARKERS = {"interpolated": "o", "endpoint": "s", "extrapolated": "^"}
+CMAP = "viridis"
+plt.rcParams.update({"font.size": 9, "axes.spines.top": False, "axes.spines.right": False,
+                     "svg.hashsalt": "ewa", "svg.fonttype": "none"})
+
+
+def _save(fig, stem: Path, formats) -> list[Path]:
+    paths = []
+    for fmt in formats:
+        path = Path(f"{stem}.{fmt}")
+        with atomic_path(path) as tmp:
+            # fixed metadata keeps the files byte-identical across reruns
+            fig.savefig(tmp, format=fmt, dpi=150, bbox_inches="tight",
+                        metadata={"Date": None} if fmt == "svg" else {"Software": None})
+        paths.append(path)
+    plt.close(fig)
+    return paths
+
+
+def _alpha_norm(alphas):
+    lo, hi = float(np.min(alphas)), float(np.max(alphas))
+    return matplotlib.colors.Normalize(lo, hi if hi > lo else lo + 1)
+
+
+def plot_frontier(frontier: pd.DataFrame, stem: Path, formats=("png", "svg")) -> list[Path]:
+    """Optimization- vs correctness-failure rate per alpha, CIs as error bars, joined in alpha order."""
+    f = frontier.sort_values("alpha")
+    x, y = f["correctness_failure_rate"].to_numpy(), f["optimization_failure_rate"].to_numpy()
+    norm = _alpha_norm(f["alpha"])
+    cmap = plt.get_cmap(CMAP)
+    fig, ax = plt.subplots(figsize=(6.4, 4.8))
+    ax.plot(x, y, "-", color="0.75", lw=1, zorder=1)
+    if "correctness_failure_rate_lo" in f and f["correctness_failure_rate_lo"].notna().any():
+        xerr = np.abs(np.stack([x - f["correctness_failure_rate_lo"], f["correctness_failure_rate_hi"] - x]))
+        yerr = np.abs(np.stack([y - f["optimization_failure_rate_lo"], f["optimization_failure_rate_hi"] - y]))
+        ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="none", ecolor="0.6", elinewidth=0.8, capsize=2, zorder=2)
+    for label, marker in MARKERS.items():
+        m = (f["label"] == label).to_numpy()
+        if m.any():
+            ax.scatter(x[m], y[m], c=f["alpha"][m], cmap=cmap, norm=norm, marker=marker,
+                       s=90 if label == "endpoint" else 55, edgecolors="black", linewidths=0.6, zorder=3)
+    if "pareto" in f:
+        p = f["pareto"].to_numpy(bool)
+        ax.scatter(x[p], y[p], s=220, facecolors="none", edgecolors="crimson", linewidths=1.2, zorder=4)
+    span = np.array([np.ptp(x) or 1.0, np.ptp(y) or 1.0])
+    placed = []
+    for xi, yi, a in zip(x, y, f["alpha"]):
+        # stack the labels of (near-)coincident points instead of printing them on top of each other
+        crowd = sum(np.all(np.abs((np.array(q) - (xi, yi)) / span) < 0.03) for q in placed)
+        placed.append((xi, yi))
+        ax.annotate(f"{a:+.2g}", (xi, yi), xytext=(6, 5 - 10 * crowd), textcoords="offset points", fontsize=7.5)
+    fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax, label="alpha (0 = low coverage, 1 = high)")
+    handles = [Line2D([], [], marker=mk, ls="", color="0.5", markeredgecolor="black", label=lb)
+               for lb, mk in MARKERS.items() if (f["label"] == lb).any()]
+    handles.append(Line2D([], [], marker="o", ls="", markerfacecolor="none", markeredgecolor="crimson",
+                          markersize=11, label="Pareto-optimal"))
+    ax.legend(handles=handles, loc="best", frameon=False)
+    ax.set_xlabel("correctness-failure rate (WA + RE + CE)")
+    ax.set_ylabel("optimization-failure rate (TLE + MLE)")
+    ax.set_title("Correctness-efficiency frontier across alphas")
+    ax.margins(0.12)
+    return _save(fig, stem, formats)
+
+
+def plot_pass_at_k(curves: pd.DataFrame, stem: Path, formats=("png", "svg")) -> list[Path]:
+    """pass@k against k, one line per alpha coloured by alpha; extrapolated alphas dashed."""
+    norm = _alpha_norm(curves["alpha"])
+    cmap = plt.get_cmap(CMAP)
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    for alpha, g in curves.groupby("alpha"):
+        label = "endpoint" if np.isclose(alpha, 0) or np.isclose(alpha, 1) else (
+            "interpolated" if 0 < alpha < 1 else "extrapolated")
+        ax.plot(g["k"], g["pass_at_k"], color=cmap(norm(alpha)), lw=2.2 if label == "endpoint" else 1.2,
+                ls="--" if label == "extrapolated" else "-", marker="." if g["k"].nunique() <= 16 else None)
+    if curves["k"].max() > 10:
+        ax.set_xscale("log")
+        ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1, 2, 5)))
+        ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_xlabel("k (samples per problem)")
+    ax.set_ylabel("pass@k (unbiased estimator)")
+    ax.set_ylim(0, min(1.0, curves["pass_at_k"].max() * 1.1 + 0.02))
+    ax.set_title("pass@k per alpha")
+    fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax, label="alpha")
+    ax.legend(handles=[Line2D([], [], color="0.3", lw=2.2, label="endpoint"),
+                       Line2D([], [], color="0.3", lw=1.2, label="interpolated"),
+                       Line2D([], [], color="0.3", lw=1.2, ls="--", label="extrapolated")],
+              loc="lower right", frameon=False)
+    return _save(fig, stem, formats)
+
+
+def plot_ensembles(ensembles: pd.DataFrame, stem: Path, formats=("png", "svg"), budget: int | None = None,
+                   max_windows: int = 6) -> list[Path]:
+    """pass@B of mixtures against the best single checkpoint at the same budget B (first budget by
+    default): all problems on top, choices made on the dev split and scored on held-out problems below."""
+    budget = budget if budget is not None else int(ensembles["budget"].iloc[0])
+    e = ensembles[(ensembles["budget"] == budget) & ensembles["pass_at_budget"].notna()]
+    full = e[e["split"] == "all"]
+    windows = full[full["kind"] == "window"].nlargest(max_windows, "pass_at_budget")
+    panels = [("all problems (gain over the oracle best single)",
+               pd.concat([full[full["kind"] == "best_single_oracle"], full[full["kind"] == "uniform"], windows])),
+              ("held-out problems (allocation and single chosen on the dev split)", e[e["split"] == "test"])]
+    panels = [(t, d) for t, d in panels if len(d)]
+    sizes = [len(d) for _, d in panels]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(7.6, 0.3 * sum(sizes) + 1.3 * len(panels) + 0.4),
+                             sharex=True, squeeze=False, gridspec_kw={"height_ratios": sizes})
+    xlo = min(d["pass_at_budget_lo"].fillna(d["pass_at_budget"]).min() for _, d in panels)
+    xhi = max(d["pass_at_budget_hi"].fillna(d["pass_at_budget"]).max() for _, d in panels)
+    pad = max(xhi - xlo, 0.02)
+    for ax, (title, d) in zip(axes[:, 0], panels):
+        d = d.iloc[::-1]
+        is_ref = d["kind"].str.startswith("best_single").to_numpy()
+        gain = d["gain_vs_best_single"].to_numpy(dtype=float)
+        colors = np.where(is_ref, "0.6", np.where(np.nan_to_num(gain) > 1e-9, "tab:green",
+                                                  np.where(np.nan_to_num(gain) < -1e-9, "tab:red", "tab:blue")))
+        ypos = np.arange(len(d))
+        v = d["pass_at_budget"].to_numpy(dtype=float)
+        lo = d["pass_at_budget_lo"].fillna(d["pass_at_budget"]).to_numpy(dtype=float)
+        hi = d["pass_at_budget_hi"].fillna(d["pass_at_budget"]).to_numpy(dtype=float)
+        # dots with whiskers rather than bars: ensembles often differ by a point or two near the top
+        ax.hlines(ypos, lo, hi, color="0.35", lw=1.2, zorder=2)
+        ax.scatter(v, ypos, c=colors, s=70, marker="D", edgecolors="black", linewidths=0.5, zorder=3)
+        if is_ref.any():
+            ax.axvline(v[is_ref][0], color="0.3", ls=":", lw=1, zorder=1)
+        for yi in ypos:
+            text = f"{v[yi]:.3f}" if is_ref[yi] or np.isnan(gain[yi]) else f"{v[yi]:.3f} ({gain[yi]:+.3f})"
+            ax.annotate(text, (hi[yi], yi), xytext=(6, 0), textcoords="offset points", va="center", fontsize=7.5)
+        ax.grid(axis="x", color="0.92", lw=0.8)
+        ax.set_axisbelow(True)
+        labels = [f"{n}\n{a}" if len(a) <= 44 else n for n, a in zip(d["ensemble"], d["allocation"])]
+        ax.set_yticks(ypos, labels, fontsize=7)
+        ax.set_ylim(-0.6, len(d) - 0.4)
+        ax.set_title(title, fontsize=9, loc="left")
+    xlim = (max(0.0, xlo - 0.1 * pad), min(1.03, xhi + 0.3 * pad))  # room for the labels on the right
+    axes[-1, 0].set_xlim(*xlim)
+    axes[-1, 0].set_xticks([t for t in axes[-1, 0].get_xticks() if xlim[0] - 1e-9 <= t <= 1 + 1e-9])
+    axes[-1, 0].set_xlim(*xlim)
+    axes[-1, 0].set_xlabel(f"pass@{budget}: {budget} samples per problem split across the checkpoints")
+    fig.suptitle(f"Matched-budget ensembles vs the best single checkpoint (B = {budget}; gain in brackets)",
+                 fontsize=10)
+    fig.tight_layout()
+    return _save(fig, stem, formats)
+
+
+def plot_overlaps(overlaps: pd.DataFrame, alphas, stem: Path, formats=("png", "svg")) -> list[Path]:
+    """Left: Jaccard overlap of solved sets; right: problems solved by the row alpha but not the column."""
+    alphas = np.asarray(alphas, dtype=float)
+    A = len(alphas)
+    idx = {a: i for i, a in enumerate(alphas)}
+    jac, only = np.eye(A), np.zeros((A, A))
+    for r in overlaps.itertuples():
+        i, j = idx[r.alpha_a], idx[r.alpha_b]
+        jac[i, j] = jac[j, i] = r.jaccard
+        only[i, j], only[j, i] = r.only_a, r.only_b
+    ticks = [f"{a:+.2g}" for a in alphas]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.6))
+    for ax, mat, title, cmap, fmt in ((axes[0], jac, "Jaccard overlap of solved problems", "Blues", "{:.2f}"),
+                                      (axes[1], only, "solved by row alpha, not by column alpha", "Oranges", "{:.0f}")):
+        im = ax.imshow(mat, cmap=cmap, vmin=0, vmax=1 if mat is jac else max(1, np.nanmax(mat)))
+        ax.set_xticks(range(A), ticks, rotation=90 if A > 8 else 0, fontsize=7)
+        ax.set_yticks(range(A), ticks, fontsize=7)
+        ax.set_xlabel("alpha")
+        ax.set_ylabel("alpha")
+        ax.set_title(title)
+        fig.colorbar(im, ax=ax, shrink=0.85)
+        if A <= 12:
+            for i in range(A):
+                for j in range(A):
+                    if not np.isnan(mat[i, j]):
+                        dark = mat[i, j] > 0.6 * (np.nanmax(mat) or 1)
+                        ax.text(j, i, fmt.format(mat[i, j]), ha="center", va="center", fontsize=6.5,
+                                color="white" if dark else "black")
+    fig.tight_layout()
+    return _save(fig, stem, formats)

@@ -1,0 +1,136 @@
+"""Matched-budget ensembles: the pooled estimator against exhaustive enumeration, the allocation
+optimiser against exhaustive search, and the ensembles table."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from ewa.ensemble import (EnsembleSettings, ensemble_pass, matched_budget_table, optimize_allocation,
+                          uniform_allocation)
+from ewa.metrics import pass_at_k
+
+
+def enumerate_pass(n_i, c_i, b_i) -> float:
+    """Share of all ways to draw b_i of alpha i's samples (each alpha independently) with an AC."""
+    per_alpha = [list(itertools.combinations([s < c for s in range(n)], b)) for n, c, b in zip(n_i, c_i, b_i)]
+    hits = total = 0
+    for draw in itertools.product(*per_alpha):
+        total += 1
+        hits += any(any(d) for d in draw)
+    return hits / total
+
+
+def test_pooled_estimator_equals_exhaustive_enumeration():
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        A, P = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+        n = rng.integers(1, 7, size=(P, A))
+        c = rng.integers(0, n + 1)
+        alloc = rng.integers(0, n.min(axis=0) + 1)
+        want = [enumerate_pass(n[p], c[p], alloc) for p in range(P)]
+        np.testing.assert_allclose(ensemble_pass(n, c, alloc), want, atol=1e-12)
+
+
+def test_single_checkpoint_is_pass_at_k_and_overdraw_is_refused():
+    n, c = np.array([[10, 10], [10, 10]]), np.array([[3, 0], [0, 9]])
+    np.testing.assert_allclose(ensemble_pass(n, c, [4, 0]), pass_at_k(n[:, 0], c[:, 0], 4))
+    assert ensemble_pass(n, c, [0, 0]).tolist() == [0.0, 0.0]
+    with pytest.raises(ValueError, match="exceeds n"):
+        ensemble_pass(n, c, [11, 0])
+
+
+def test_uniform_allocation_spreads_the_remainder():
+    assert uniform_allocation(12, 3).tolist() == [4, 4, 4]
+    assert uniform_allocation(10, 3).tolist() == [3, 4, 3]
+    assert uniform_allocation(2, 5).tolist() == [0, 1, 0, 1, 0]  # not bunched at one end
+    for B, m in [(7, 4), (250, 20), (3, 7)]:
+        a = uniform_allocation(B, m)
+        assert a.sum() == B and a.max() - a.min() <= 1
+
+
+def exhaustive_best(n, c, B):
+    best = -1.0
+    for alloc in itertools.product(*(range(k + 1) for k in n.min(axis=0))):
+        if sum(alloc) == B:
+            best = max(best, ensemble_pass(n, c, np.array(alloc)).mean())
+    return best
+
+
+@pytest.mark.parametrize("exhaustive_limit", [20000, 0], ids=["exact", "local-search"])
+def test_optimizer_against_exhaustive_search(exhaustive_limit):
+    rng = np.random.default_rng(1)
+    gaps = []
+    for _ in range(60):
+        A, P, m = int(rng.integers(2, 5)), int(rng.integers(3, 15)), int(rng.integers(4, 9))
+        B = int(rng.integers(1, min(12, A * m) + 1))
+        n = np.full((P, A), m)
+        c = rng.binomial(m, rng.beta(0.5, 1.5, size=(P, A)))
+        alloc = optimize_allocation(n, c, B, exhaustive_limit=exhaustive_limit)
+        assert alloc.sum() == B and np.all(alloc >= 0) and np.all(alloc <= m)
+        got = ensemble_pass(n, c, alloc).mean()
+        singles = [ensemble_pass(n, c, B * (np.arange(A) == a)).mean() for a in range(A) if B <= m]
+        assert got >= max(singles, default=0) - 1e-12
+        gaps.append(exhaustive_best(n, c, B) - got)
+    gaps = np.array(gaps)
+    assert np.all(gaps >= -1e-12)
+    if exhaustive_limit:
+        assert np.all(gaps < 1e-12)
+    else:  # a heuristic: optimal almost always, never far off
+        assert np.mean(gaps < 1e-12) >= 0.95 and gaps.max() < 0.02
+
+
+def test_optimizer_respects_tight_caps_with_large_steps():
+    n = np.array([[5, 6, 5], [5, 7, 5]])
+    c = np.array([[1, 0, 2], [0, 3, 1]])
+    assert optimize_allocation(n, c, 16, step=4, exhaustive_limit=0).tolist() == [5, 6, 5]
+    assert optimize_allocation(n, c, 16).tolist() == [5, 6, 5]
+    with pytest.raises(ValueError, match="exceeds"):
+        optimize_allocation(n, c, 17)
+
+
+def complementary(P=40, m=10):
+    """Alpha 0 solves the first half of the problems half the time, alpha 2 the second half; alpha 1
+    rarely solves anything. Mixing 0 and 2 should beat every single checkpoint at matched budget."""
+    n = np.full((P, 3), m)
+    c = np.zeros((P, 3), dtype=int)
+    c[: P // 2, 0] = m // 2
+    c[P // 2:, 2] = m // 2
+    c[::4, 1] = 1
+    return n, c
+
+
+def test_complementary_checkpoints_gain_at_matched_budget():
+    n, c = complementary()
+    alloc = optimize_allocation(n, c, 10)
+    assert alloc[0] > 0 and alloc[2] > 0 and alloc[1] == 0
+    table = matched_budget_table(n, c, [-0.5, 0.5, 1.5], EnsembleSettings(budgets=(10,), bootstrap=300))
+    rows = table.set_index(["split", "ensemble"])
+    best = rows.loc[("all", "best single (oracle) -0.50")]
+    assert best.pass_at_budget == pytest.approx(0.5)
+    mix = rows.loc[("all", "uniform extrapolated")]  # alphas -0.5 and 1.5, 5 samples each
+    assert mix.allocation == "-0.50:5 +1.50:5"
+    assert mix.pass_at_budget == pytest.approx(1 - 1 / 252)  # 1 - C(5,5)/C(10,5) on every problem
+    assert mix.gain_vs_best_single == pytest.approx(0.5 - 1 / 252) and mix.gain_lo > 0
+    opt = rows.loc[("test", "optimized (dev-selected)")]
+    assert opt.gain_vs_best_single > 0.2 and opt.n_problems == 20
+    for a, tag in zip(range(3), ["-0.50", "+0.50", "+1.50"]):
+        single = rows.loc[("all", f"single {tag}")]
+        assert single.pass_at_budget == pytest.approx(pass_at_k(n[:, a], c[:, a], 10).mean())
+
+
+def test_table_marks_budgets_a_single_cannot_reach():
+    n, c = complementary(P=12, m=6)
+    table = matched_budget_table(n, c, [0.0, 0.5, 1.0], EnsembleSettings(budgets=(6, 12), bootstrap=100))
+    at12 = table[(table.budget == 12) & (table.split == "all")].set_index("ensemble")
+    assert np.isnan(at12.loc["single +0.00", "pass_at_budget"])
+    assert "not estimable" in at12.loc["single +0.00", "note"]
+    assert at12.loc["uniform all", "allocation"] == "+0.00:4 +0.50:4 +1.00:4"
+    assert not np.isnan(at12.loc["uniform all", "pass_at_budget"])
+    again = matched_budget_table(n, c, [0.0, 0.5, 1.0], EnsembleSettings(budgets=(6, 12), bootstrap=100))
+    assert table.equals(again)
+    assert list(table.columns) == ["budget", "split", "kind", "ensemble", "alphas", "allocation", "n_problems",
+                                   "pass_at_budget", "pass_at_budget_lo", "pass_at_budget_hi",
+                                   "gain_vs_best_single", "gain_lo", "gain_hi", "reference",
+                                   "dev_pass_at_budget", "note"]

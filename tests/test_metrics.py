@@ -1,0 +1,205 @@
+"""pass@k against combinatorics, per-problem verdict counting, bootstrap CIs and `ewa metrics`."""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ewa.cli import main
+from ewa.metrics import (MetricsSettings, ProblemCounts, bootstrap_counts, compute_metrics, miss_probability, pass_at_k,
+                         per_problem_stats, read_evals, weighted_means)
+from ewa.sandbox.types import VERDICTS
+
+
+def exact_pass_at_k(n, c, k) -> Fraction:
+    return 1 - Fraction(math.comb(n - c, k), math.comb(n, k))
+
+
+def write_evals(path, verdicts_by_problem: dict[str, list[str]], **overrides):
+    """An evaluation table in the documented schema, one row per sample."""
+    rows = [{"problem_id": pid, "sample_id": s, "verdict": v, "tests_passed": 0, "tests_total": 3,
+             "first_failed_test": None if v == "AC" else 0, "first_failed_tier": None if v == "AC" else 0,
+             "cpu_time_s": 0.01, "peak_memory_mb": 8.0}
+            for pid, vs in verdicts_by_problem.items() for s, v in enumerate(vs)]
+    frame = pd.DataFrame(rows, columns=["problem_id", "sample_id", "verdict", "tests_passed", "tests_total",
+                                        "first_failed_test", "first_failed_tier", "cpu_time_s", "peak_memory_mb"])
+    for col, value in overrides.items():
+        if value is None:
+            frame = frame.drop(columns=col)
+        else:
+            frame[col] = value
+    frame.to_parquet(path, index=False)
+    return path
+
+
+# --- pass@k -----------------------------------------------------------------------------------------
+
+def test_pass_at_k_matches_comb_for_every_small_case():
+    cases = [(n, c, k) for n in range(1, 16) for c in range(n + 1) for k in range(1, n + 1)]
+    n, c, k = (np.array(x) for x in zip(*cases))
+    got = pass_at_k(n, c, k)
+    want = np.array([float(exact_pass_at_k(*case)) for case in cases])
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    for case in cases[::37]:  # the scalar path agrees too and returns a plain float
+        assert isinstance(pass_at_k(*case), float)
+        assert pass_at_k(*case) == pytest.approx(float(exact_pass_at_k(*case)), abs=1e-14)
+
+
+def test_pass_at_k_matches_enumerating_every_draw():
+    for n, c, k in [(5, 2, 2), (6, 1, 3), (7, 3, 4), (6, 5, 1), (7, 0, 3)]:
+        samples = [True] * c + [False] * (n - c)
+        draws = list(itertools.combinations(range(n), k))
+        hit = sum(any(samples[i] for i in d) for d in draws) / len(draws)
+        assert pass_at_k(n, c, k) == pytest.approx(hit, abs=1e-14)
+
+
+def test_pass_at_k_edges():
+    assert pass_at_k(10, 0, 3) == 0.0
+    assert pass_at_k(10, 10, 3) == 1.0
+    assert pass_at_k(10, 8, 3) == 1.0  # any 3 of 10 contain one of the 8
+    assert pass_at_k(1, 1, 1) == 1.0
+    with pytest.raises(ValueError, match="exceeds n"):
+        pass_at_k(5, 2, 6)
+    with pytest.raises(ValueError, match="exceeds n"):
+        pass_at_k(np.array([10, 4]), np.array([1, 1]), 5)
+    with pytest.raises(ValueError):
+        pass_at_k(5, 6, 1)  # c > n
+    with pytest.raises(ValueError):
+        pass_at_k(5, 2, 0)
+    with pytest.raises(ValueError):
+        pass_at_k(5, 2.5, 1)
+    assert miss_probability(5, 2, 0) == 1.0
+
+
+def test_pass_at_k_broadcasts():
+    n = np.array([[10], [20], [30]])
+    c = np.array([[1], [5], [0]])
+    k = np.array([1, 2, 5, 10])
+    got = pass_at_k(n, c, k)
+    assert got.shape == (3, 4)
+    for i in range(3):
+        for j in range(4):
+            assert got[i, j] == pytest.approx(float(exact_pass_at_k(n[i, 0], c[i, 0], k[j])), abs=1e-14)
+    assert pass_at_k([10, 10], [0, 10], 1).tolist() == [0.0, 1.0]
+
+
+def test_pass_at_k_stable_at_paper_scale():
+    n = 250
+    ks = np.arange(100, 251)
+    for c in (1, 2, 5, 50, 150, 249):
+        got = pass_at_k(n, c, ks)
+        want = np.array([float(exact_pass_at_k(n, c, int(k))) for k in ks])
+        assert np.all(np.isfinite(got))
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+        assert np.all(np.diff(got) >= -1e-15)  # more samples never hurt
+    # far tail: C(n-c,k)/C(n,k) ~ 1e-300 still comes out right where the naive ratio overflows floats
+    assert miss_probability(1000, 400, 300) == pytest.approx(
+        float(Fraction(math.comb(600, 300), math.comb(1000, 300))), rel=1e-9)
+
+
+# --- reading tables ---------------------------------------------------------------------------------
+
+def test_read_evals_counts_verdicts_per_problem(tmp_path):
+    path = write_evals(tmp_path / "e.parquet", {"b": ["AC", "WA", "TLE"], "a": ["MLE", "MLE", "CE", "RE"]})
+    pc = read_evals(path)
+    assert pc.problem_ids.tolist() == ["a", "b"]
+    assert pc.n.tolist() == [4, 3] and pc.c.tolist() == [0, 1]
+    assert dict(zip(VERDICTS, pc.counts[0])) == {"AC": 0, "WA": 0, "TLE": 0, "MLE": 2, "RE": 1, "CE": 1}
+
+
+@pytest.mark.parametrize("case, message", [
+    ("missing", "missing column(s) first_failed_tier"),
+    ("verdict", "column 'verdict' has unknown value(s) ['OK']"),
+    ("empty", "empty evaluation table"),
+    ("duplicate", "column 'sample_id' repeats"),
+])
+def test_bad_tables_fail_with_one_line_naming_file_and_column(tmp_path, capsys, case, message):
+    path = tmp_path / f"{case}.parquet"
+    if case == "missing":
+        write_evals(path, {"a": ["AC"]}, first_failed_tier=None)
+    elif case == "verdict":
+        write_evals(path, {"a": ["AC", "OK"]})
+    elif case == "empty":
+        write_evals(path, {})
+    else:
+        write_evals(path, {"a": ["AC", "WA"]}, sample_id=[0, 0])
+    rc = main(["metrics", "--evals", str(path), "--out", str(tmp_path / "m.json")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2
+    assert len(err.splitlines()) == 1 and str(path) in err and message in err
+    assert not (tmp_path / "m.json").exists()
+
+
+# --- rates and the bootstrap ------------------------------------------------------------------------
+
+def counts_of(*verdict_lists):
+    return np.array([[vs.count(v) for v in VERDICTS] for vs in verdict_lists])
+
+
+def test_rates_on_a_known_mix():
+    counts = counts_of(["AC", "AC", "WA", "TLE"],      # solved
+                       ["TLE", "TLE", "MLE", "WA"],    # unsolved: 3/4 optimization failures
+                       ["RE", "CE", "WA", "WA"])       # unsolved: all correctness failures
+    table = compute_metrics(ProblemCounts(np.array(["a", "b", "c"], dtype=object), counts),
+                            settings=MetricsSettings(k=(1, 4), bootstrap=0))
+    got = table.set_index("metric")["value"]
+    assert got["ac_rate"] == pytest.approx(2 / 12) and got["pass@1"] == pytest.approx(2 / 12)
+    assert got["pass@4"] == pytest.approx(1 / 3) and got["solved_rate"] == pytest.approx(1 / 3)
+    assert got["optimization_failure_rate"] == pytest.approx((1 + 3 + 0) / 12)
+    assert got["correctness_failure_rate"] == pytest.approx((1 + 1 + 4) / 12)
+    assert got["unsolved_optimization_failure_rate"] == pytest.approx((3 / 4 + 0) / 2)
+    assert got["unsolved_correctness_failure_rate"] == pytest.approx((1 / 4 + 1) / 2)
+    assert got["share_WA"] == pytest.approx(4 / 12) and got["share_MLE"] == pytest.approx(1 / 12)
+
+
+def test_pass_at_k_beyond_the_samples_is_nan_not_an_error():
+    names, X, W = per_problem_stats(counts_of(["AC", "WA"], ["WA", "WA", "AC"]), ks=(1, 3))
+    value, lo, hi = weighted_means(X, W, bootstrap_counts(2, 50, 0))
+    got = dict(zip(names, value))
+    assert np.isnan(got["pass@3"]) and got["pass@1"] == pytest.approx((1 / 2 + 1 / 3) / 2)
+
+
+def test_bootstrap_ci_contains_estimate_is_seeded_and_matches_a_plain_loop():
+    rng = np.random.default_rng(3)
+    counts = np.stack([rng.multinomial(20, rng.dirichlet(np.ones(6))) for _ in range(40)])
+    names, X, W = per_problem_stats(counts, ks=(1, 5))
+    boot = bootstrap_counts(40, 400, seed=7)
+    assert boot.shape == (400, 40) and np.all(boot.sum(axis=1) == 40)
+    value, lo, hi = weighted_means(X, W, boot)
+    ok = ~np.isnan(value)
+    assert np.all((lo[ok] <= value[ok]) & (value[ok] <= hi[ok])) and np.all(hi[ok] > lo[ok])
+    again = weighted_means(X, W, bootstrap_counts(40, 400, seed=7))
+    np.testing.assert_array_equal(np.nan_to_num(again[1]), np.nan_to_num(lo))
+    other = weighted_means(X, W, bootstrap_counts(40, 400, seed=8))
+    assert not np.allclose(np.nan_to_num(other[1]), np.nan_to_num(lo))
+    # the vectorised resampling equals resampling problem indices one replicate at a time
+    idx = np.random.default_rng(7).integers(0, 40, size=(400, 40))
+    s = names.index("optimization_failure_rate")
+    loop = [X[i, s].mean() for i in idx]
+    assert np.percentile(loop, [2.5, 97.5]) == pytest.approx([lo[s], hi[s]], abs=1e-12)
+
+
+def test_metrics_cli_writes_json_csv_and_provenance(tmp_path):
+    evals = write_evals(tmp_path / "e.parquet", {"p1": ["AC", "WA", "TLE", "AC"], "p2": ["MLE"] * 4,
+                                                  "p3": ["CE", "AC", "RE", "WA"]})
+    problems = tmp_path / "problems.jsonl"
+    problems.write_text("".join(json.dumps({"id": pid, "source": "t", "difficulty": d, "statement": "s",
+                                            "testtype": "stdin", "tests": [{"input": "", "output": ""}]}) + "\n"
+                                for pid, d in [("p1", "easy"), ("p2", "hard"), ("p3", "easy")]))
+    rc = main(["metrics", "--evals", str(evals), "--problems", str(problems), "--k", "1", "2",
+               "--bootstrap", "200", "--out", str(tmp_path / "m.json"), "--csv", str(tmp_path / "m.csv")])
+    assert rc == 0
+    record = json.loads((tmp_path / "m.json").read_text())
+    assert record["n_problems"] == 3 and record["n_samples"] == 12
+    assert record["metrics"]["all"]["solved_rate"]["value"] == pytest.approx(2 / 3)
+    assert record["metrics"]["difficulty=easy"]["n_problems"] == 2
+    assert record["metrics"]["difficulty=hard"]["optimization_failure_rate"]["value"] == 1.0
+    assert record["provenance"]["config"]["k"] == [1, 2] and str(evals) in record["provenance"]["inputs"]
+    table = pd.read_csv(tmp_path / "m.csv")
+    assert set(table.scope) == {"all", "difficulty=easy", "difficulty=hard"}
+    assert json.loads((tmp_path / "m.csv.provenance.json").read_text())["versions"]["pandas"]
