@@ -35,6 +35,18 @@ def sandbox_backend():
     return config["sandbox"]["backend"]
 
 
+def calibration_input(wildcards):
+    return ["results/calibration.json"] if config["sandbox"]["calibrate"] else []
+
+
+def sandbox_flags(wildcards, input):
+    """The sandbox options every judging job passes: backend, interpreter, time-limit factor."""
+    flags = f"--sandbox-backend {config['sandbox']['backend']} --python {config['sandbox']['python']}"
+    if config["sandbox"]["calibrate"]:
+        return flags + f" --calibration {input.calibration}"
+    return flags + " --time-factor 1.0"
+
+
 def regime_spec(wildcards):
     # Only this regime's own entry, so editing one regime retrains only that regime.
     return as_json([r for r in config["regimes"] if r["name"] == wildcards.regime])

@@ -46,7 +46,7 @@ rule calibrate:
     output:
         "results/calibration.json",
     params:
-        backend=sandbox_backend(),
+        backend=config["sandbox"]["backend"],
         python=config["sandbox"]["python"],
     conda:
         "../envs/ewa.yaml"

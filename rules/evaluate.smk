@@ -6,11 +6,11 @@ rule evaluate:
         samples="results/samples/alpha{tag}/{benchmark}/{setting}.jsonl",
         problems="results/data/{benchmark}/problems.jsonl",
         tiers="results/data/{benchmark}/tiers.json",
-        calibration="results/calibration.json",
+        calibration=calibration_input,
     output:
         "results/evals/alpha{tag}/{benchmark}/{setting}.parquet",
     params:
-        backend=sandbox_backend(),
+        sandbox=sandbox_flags,
     threads: 2
     conda:
         "../envs/ewa.yaml"
@@ -20,5 +20,5 @@ rule evaluate:
         "results/benchmarks/evaluate/alpha{tag}/{benchmark}/{setting}.tsv"
     shell:
         "ewa evaluate --problems {input.problems} --samples {input.samples} --tiers {input.tiers} "
-        "--calibration {input.calibration} --backend {params.backend} --workers {threads} "
+        "{params.sandbox} --workers {threads} "
         "--out {output} 2> {log}"

@@ -26,6 +26,7 @@ class TestResult:
     peak_memory_mb: float = 0.0
     got: str = ""  # head of the program's output (feedback on public tests only)
     error: str = ""  # tail of stderr / the exception
+    tier: int | None = None  # coverage tier of the test, when the caller gave the tiers
 
 
 @dataclass

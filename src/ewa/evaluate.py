@@ -1,0 +1,202 @@
+"""`ewa evaluate`: judge a samples file in the sandbox and write one verdict row per sample (parquet).
+
+Resumable: finished samples are written in chunks to `<out>.partial/` and skipped on restart; the
+final file appears (atomically) only when every sample is judged.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from tqdm import tqdm
+
+from ewa.cli import UserError
+from ewa.io import atomic_path, provenance, read_jsonl, sha256_file, write_json
+from ewa.problems import Problem, problems_by_id
+from ewa.sandbox.extract import extract_code
+from ewa.sandbox.types import SampleResult
+
+CHUNK = 64
+RESULT_COLUMNS = ("problem_id", "sample_id", "verdict", "tests_passed", "tests_total", "first_failed_test",
+                  "first_failed_tier", "cpu_time_s", "peak_memory_mb", "tests")
+TEST_TYPE = pa.list_(pa.struct([("index", pa.int64()), ("verdict", pa.string()), ("cpu_time_s", pa.float64()),
+                                ("wall_time_s", pa.float64()), ("peak_memory_mb", pa.float64()),
+                                ("tier", pa.int64()), ("error", pa.string())]))
+ERROR_CHARS = 500
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--problems", required=True, help="canonical problems.jsonl")
+    parser.add_argument("--samples", required=True,
+                        help="JSON Lines: problem_id, sample_id, and code or completion (+ any columns to carry)")
+    parser.add_argument("--out", required=True, help="results.parquet")
+    parser.add_argument("--backend", "--sandbox-backend", dest="backend", default=None,
+                        help="sandbox backend (default: bwrap if usable)")
+    parser.add_argument("--workers", type=int, default=0, help="fork servers (default: one per core)")
+    parser.add_argument("--python", default=None, help="the sandbox interpreter (default /usr/bin/python3)")
+    parser.add_argument("--tiers", default=None, help="tiers.json: records each failing test's tier")
+    parser.add_argument("--calibration", default=None, help="calibration.json (default: measure now)")
+    parser.add_argument("--time-factor", type=float, default=None, help="use this time factor instead")
+    parser.add_argument("--early-stop", action="store_true", help="stop a sample at its first failing test")
+    parser.add_argument("--chunk-size", type=int, default=CHUNK, help="samples per resumable chunk")
+
+
+def load_samples(path: str, problems: dict[str, Problem]) -> list[dict]:
+    samples, seen = [], set()
+    for lineno, rec in read_jsonl(path):
+        where = f"{path}:{lineno}"
+        pid, sid = rec.get("problem_id"), rec.get("sample_id")
+        if not isinstance(pid, str):
+            raise UserError(f"{where}: field 'problem_id' must be a string")
+        if not isinstance(sid, (str, int)) or isinstance(sid, bool):
+            raise UserError(f"{where}: field 'sample_id' must be a string or an integer")
+        if pid not in problems:
+            raise UserError(f"{where}: unknown problem_id {pid!r} (not in the problems file)")
+        if (pid, sid) in seen:
+            raise UserError(f"{where}: sample ({pid!r}, {sid!r}) appears twice")
+        seen.add((pid, sid))
+        if isinstance(rec.get("code"), str):
+            code = rec["code"]
+        elif isinstance(rec.get("completion"), str):
+            code = extract_code(rec["completion"])
+        else:
+            raise UserError(f"{where}: needs a string field 'code' or 'completion'")
+        carried = {k: v for k, v in rec.items() if k not in ("problem_id", "sample_id", "code", "completion")}
+        samples.append({"problem_id": pid, "sample_id": sid, "code": code, "carried": carried})
+    return samples
+
+
+def load_tiers(path: str, problems: dict[str, Problem]) -> dict[str, list[int]]:
+    try:
+        per_problem = json.loads(Path(path).read_text())["problems"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise UserError(f"{path}: not a tiers file (needs 'problems')") from None
+    tiers = {}
+    for pid, p in problems.items():
+        tier = (per_problem.get(pid) or {}).get("test_tier")
+        if not isinstance(tier, list) or len(tier) != len(p.tests):
+            raise UserError(f"{path}: problem {pid!r}: field 'test_tier' must list a tier for each of its "
+                            f"{len(p.tests)} tests")
+        tiers[pid] = tier
+    return tiers
+
+
+def row(sample: dict, order: int, r: SampleResult) -> dict:
+    out = {"_order": order, "problem_id": sample["problem_id"], "sample_id": sample["sample_id"],
+           "verdict": r.verdict, "tests_passed": r.tests_passed, "tests_total": r.tests_total,
+           "first_failed_test": r.first_failed_test, "first_failed_tier": r.first_failed_tier,
+           "cpu_time_s": r.cpu_time_s, "peak_memory_mb": r.peak_memory_mb,
+           "tests": [{"index": t.index, "verdict": t.verdict, "cpu_time_s": t.cpu_time_s,
+                      "wall_time_s": t.wall_time_s, "peak_memory_mb": t.peak_memory_mb, "tier": t.tier,
+                      "error": t.error[-ERROR_CHARS:]} for t in r.tests]}
+    for k, v in sample["carried"].items():
+        out[k if k not in out else f"sample_{k}"] = v
+    return out
+
+
+def to_table(rows: list[dict]) -> pa.Table:
+    columns = {}
+    for name in dict.fromkeys(k for r in rows for k in r):
+        values = [r.get(name) for r in rows]
+        if name == "tests":
+            columns[name] = pa.array(values, type=TEST_TYPE)
+            continue
+        try:
+            columns[name] = pa.array(values)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed types in a carried column: keep it as JSON
+            columns[name] = pa.array([None if v is None else json.dumps(v) for v in values])
+    return pa.table(columns)
+
+
+class Partial:
+    """`<out>.partial/`: chunks of finished rows plus what they were judged with."""
+
+    def __init__(self, out: Path, fingerprint: dict):
+        self.dir = out.with_name(out.name + ".partial")
+        meta = self.dir / "meta.json"
+        if self.dir.exists():
+            try:
+                old = json.loads(meta.read_text())
+            except (OSError, json.JSONDecodeError):
+                old = None
+            if not old or old["fingerprint"] != fingerprint:
+                print(f"ewa evaluate: {self.dir} belongs to other inputs; starting afresh")
+                shutil.rmtree(self.dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.meta = json.loads(meta.read_text()) if meta.exists() else {"fingerprint": fingerprint}
+
+    def save_meta(self, **fields) -> None:
+        self.meta.update(fields)
+        write_json(self.dir / "meta.json", self.meta)
+
+    def chunks(self) -> list[Path]:
+        return sorted(self.dir.glob("chunk-*.parquet"))
+
+    def done(self) -> set[tuple]:
+        keys = set()
+        for chunk in self.chunks():
+            t = pq.read_table(chunk, columns=["problem_id", "sample_id"]).to_pydict()
+            keys.update(zip(t["problem_id"], t["sample_id"]))
+        return keys
+
+    def write(self, rows: list[dict]) -> None:
+        with atomic_path(self.dir / f"chunk-{len(self.chunks()):06d}.parquet") as tmp:
+            pq.write_table(to_table(rows), tmp)
+
+
+def time_factor_of(args, partial: Partial) -> tuple[float | None, str | None]:
+    """Explicit factor > calibration file > the factor this partial run started with > measure."""
+    if args.time_factor is not None or args.calibration is not None:
+        return args.time_factor, args.calibration
+    return partial.meta.get("time_factor"), None
+
+
+def run(args: argparse.Namespace) -> int:
+    from ewa.sandbox import Sandbox
+    problems = problems_by_id(args.problems)
+    samples = load_samples(args.samples, problems)
+    tiers = load_tiers(args.tiers, problems) if args.tiers else None
+    out = Path(args.out)
+    fingerprint = {"samples": sha256_file(args.samples), "problems": sha256_file(args.problems),
+                   "tiers": sha256_file(args.tiers) if args.tiers else None, "early_stop": args.early_stop,
+                   "backend": args.backend, "time_factor": args.time_factor,
+                   "calibration": sha256_file(args.calibration) if args.calibration else None}
+    partial = Partial(out, fingerprint)
+    done = partial.done()
+    todo = [(i, s) for i, s in enumerate(samples) if (s["problem_id"], s["sample_id"]) not in done]
+    factor, calibration = time_factor_of(args, partial)
+    with Sandbox(backend=args.backend, workers=args.workers or None, python=args.python,
+                 time_factor=factor, calibration_path=calibration) as sb:
+        info = sb.info()
+        partial.save_meta(time_factor=sb.time_factor, sandbox=info)
+        futures = [(i, s, sb.submit(problems[s["problem_id"]], s["code"], early_stop=args.early_stop,
+                                    test_tiers=tiers[s["problem_id"]] if tiers else None)) for i, s in todo]
+        rows = []
+        for i, s, fut in tqdm(futures, desc="evaluate", unit="sample", initial=len(done), total=len(samples),
+                              mininterval=2.0):
+            rows.append(row(s, i, fut.result()))
+            if len(rows) >= args.chunk_size:
+                partial.write(rows)
+                rows = []
+        if rows:
+            partial.write(rows)
+    finish(out, partial, provenance(vars(args), sandbox=info, time_factor=info["time_factor"]))
+    return 0
+
+
+def finish(out: Path, partial: Partial, record: dict) -> None:
+    tables = [pq.read_table(c) for c in partial.chunks()]
+    if tables:
+        table = pa.concat_tables(tables, promote_options="permissive")
+        table = table.take(pc.sort_indices(table, [("_order", "ascending")])).drop_columns(["_order"])
+    else:  # an empty samples file still gets a well-formed (empty) result
+        table = pa.table({c: pa.array([], type=TEST_TYPE if c == "tests" else pa.null()) for c in RESULT_COLUMNS})
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"ewa": json.dumps(record, default=str)})
+    with atomic_path(out) as tmp:
+        pq.write_table(table, tmp)
+    shutil.rmtree(partial.dir)

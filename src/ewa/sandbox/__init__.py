@@ -1,0 +1,127 @@
+"""The one way model-written code runs: rewards, tool calls, agentic feedback and evaluation.
+
+    with Sandbox(backend="bwrap", workers=2) as sb:
+        result = sb.judge(problem, code)                 # SampleResult with per-test verdicts
+        results = sb.judge_many([(problem, code, None)]) # parallel over workers, order kept
+        run = sb.run_code("print(input())", stdin="hi")  # RunResult of a free-form tool call
+
+Threat model. Model code is hostile: it may loop, sleep, allocate, fork-bomb, flood output, spawn
+background processes, open sockets, read host files, kill its parent, exit early, monkeypatch
+builtins, print "all passed", or return objects whose __eq__ always says yes. Defences:
+- bwrap: no network, read-only root, private /tmp /dev /proc, a tmpfs over homes, /run and this
+  project (expected outputs live there), a cleared environment, an unprivileged per-worker uid with
+  no capabilities and no_new_privs, dies with its parent; `process` has rlimits only (it warns).
+- rlimits per test (CPU, address space, processes, file size) and capped output pipes; each test's
+  process tree is killed afterwards (own session, plus a subreaper sweep) and /tmp is emptied.
+- Verdicts are decided in the host. Stdout is compared here; a functional call's return value comes
+  back as data rebuilt into plain builtin values and is compared here against the expected value,
+  which never enters the sandbox. Testcode (HumanEval) tests run in a separate checker process the
+  candidate cannot read or ptrace (non-dumpable); it calls the candidate through pipes and receives
+  plain values, and only its own report of a returning check() is AC. The candidate's parent (the
+  zygote) never receives test code, so a candidate cannot dig it out of inherited memory.
+- Killing or stopping the fork server only fails that test: the host sees EOF or a timeout, gives
+  RE or TLE, and starts a fresh worker for the next test.
+Not defended: a candidate that reads a public benchmark's answers from a world-readable system path
+the sandbox does not hide, and side channels (timing) between concurrent tests.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from concurrent.futures import Future
+from typing import Sequence
+
+from ewa.problems import Problem
+from ewa.sandbox.backends import BACKENDS, SandboxSettings, default_backend, get_backend
+from ewa.sandbox.judge import Limits, judge_sample, run_free
+from ewa.sandbox.pool import Pool
+from ewa.sandbox.types import RunResult, SampleResult
+
+__all__ = ["Sandbox", "SandboxSettings", "BACKENDS", "default_backend"]
+
+
+class Sandbox:
+    def __init__(self, backend: str | None = None, workers: int | None = None, python: str | None = None,
+                 time_factor: float | None = None, calibration_path: str | None = None,
+                 settings: SandboxSettings | None = None, **options):
+        """Start the workers. Explicit arguments override `settings`; `options` are more of its fields.
+
+        The time factor is `time_factor`, else the one in `calibration_path`, else measured now (once
+        per process): every time limit is multiplied by it.
+        """
+        given = {"backend": backend, "workers": workers, "python": python, **options}
+        self.settings = dataclasses.replace(settings or SandboxSettings(),
+                                            **{k: v for k, v in given.items() if v is not None})
+        self.backend = get_backend(self.settings)
+        self.workers = self.settings.workers or os.cpu_count() or 1
+        from ewa.sandbox.calibrate import measure_once, read_calibration
+        if time_factor is not None:
+            if time_factor <= 0:
+                raise ValueError(f"time_factor must be positive, got {time_factor}")
+            self.calibration = {"time_factor": float(time_factor), "source": "given"}
+        elif calibration_path is not None:
+            self.calibration = read_calibration(calibration_path)
+        else:
+            self.calibration = measure_once(self.backend.name, self.settings.python)
+        self.time_factor = float(self.calibration["time_factor"])
+        self.pool = Pool(self.backend, self.workers)
+        self.closed = False
+        self.python_version = self.pool.info.get("python", "")
+
+    # -- judging ---------------------------------------------------------------------------------
+    def limits(self, time_limit_s: float, memory_limit_mb: float, scaled: bool = True) -> Limits:
+        return Limits(cpu_s=time_limit_s * (self.time_factor if scaled else 1.0), memory_mb=memory_limit_mb,
+                      output_bytes=self.settings.output_limit_mb << 20,
+                      max_processes=self.settings.max_processes if os.geteuid() == 0 else 0)
+
+    def _submit(self, problem: Problem, code: str | None, tests: Sequence[int] | None, early_stop: bool,
+                test_tiers: Sequence[int] | None) -> Future:
+        if self.closed:
+            raise RuntimeError("this Sandbox is closed")
+        limits = self.limits(problem.time_limit_s, problem.memory_limit_mb)
+        tests = list(tests) if tests is not None else None
+        tiers = list(test_tiers) if test_tiers is not None else None
+        return self.pool.submit(lambda w: judge_sample(w, problem, code, tests, early_stop, tiers, limits,
+                                                       self.settings.float_tol))
+
+    def judge(self, problem: Problem, code: str | None, tests: Sequence[int] | None = None,
+              early_stop: bool = False, test_tiers: Sequence[int] | None = None) -> SampleResult:
+        """Judge one sample. `tests`: indices to run in that order (default: all, smallest input
+        first); `test_tiers`: tier of every test of the problem, for first_failed_tier."""
+        return self._submit(problem, code, tests, early_stop, test_tiers).result()
+
+    def judge_many(self, items: Sequence[tuple], early_stop: bool = False) -> list[SampleResult]:
+        """Judge (problem, code, tests_or_None[, test_tiers]) items in parallel; results in order."""
+        futures = [self._submit(*item[:3], early_stop, item[3] if len(item) > 3 else None) for item in items]
+        return [f.result() for f in futures]
+
+    def submit(self, problem: Problem, code: str | None, tests: Sequence[int] | None = None,
+               early_stop: bool = False, test_tiers: Sequence[int] | None = None) -> Future:
+        """judge() without waiting: a Future of the SampleResult (for progress bars and streaming)."""
+        return self._submit(problem, code, tests, early_stop, test_tiers)
+
+    def run_code(self, code: str, stdin: str = "", time_limit_s: float = 2.0, memory_limit_mb: float = 256,
+                 scaled: bool = True) -> RunResult:
+        """Run code as a program on `stdin` (a tool call); the time limit is scaled by the factor."""
+        if self.closed:
+            raise RuntimeError("this Sandbox is closed")
+        limits = self.limits(time_limit_s, memory_limit_mb, scaled)
+        return self.pool.submit(lambda w: run_free(w, code, stdin, limits)).result()
+
+    def info(self) -> dict:
+        """What every result records about how it was judged."""
+        return {"backend": self.backend.name, "workers": self.workers, "python": self.settings.python,
+                "time_factor": self.time_factor, "calibration": self.calibration,
+                "settings": dataclasses.asdict(self.settings)}
+
+    # -- lifetime ----------------------------------------------------------------------------------
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.pool.close()
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

