@@ -9,10 +9,10 @@ export TRANSFORMERS_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: demo test setup dry-run lint report clean
+.PHONY: demo test setup dry-run lint report clean slurm-localhost docker-sandbox
 
 demo: $(STAMP)
-	$(BIN)/snakemake --profile profiles/default --cores $(CORES)
+	$(BIN)/snakemake --profile profiles/local --cores $(CORES)
 
 test: $(STAMP)
 	$(BIN)/pytest -q
@@ -23,13 +23,22 @@ $(STAMP): pyproject.toml scripts/setup.sh
 	bash scripts/setup.sh
 
 dry-run: $(STAMP)
-	$(BIN)/snakemake --profile profiles/default -n
+	$(BIN)/snakemake --profile profiles/local -n
 
 lint: $(STAMP)
 	$(BIN)/snakemake --lint
 
 report: $(STAMP)
-	$(BIN)/snakemake --profile profiles/default --report results/report.html
+	$(BIN)/snakemake --profile profiles/local --report results/report.html
 
 clean:
 	rm -rf results logs benchmarks/out .snakemake
+
+# A one-node SLURM cluster on this machine (root; apt slurm-wlm + munge) for profiles/slurm-localhost
+# and tests/test_slurm.py; `scripts/slurm-localhost.sh stop` stops it.
+slurm-localhost:
+	bash scripts/slurm-localhost.sh
+
+# The image of sandbox.backend: docker, built locally without a registry (root; apt docker.io).
+docker-sandbox:
+	bash scripts/docker-sandbox-image.sh

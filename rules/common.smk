@@ -1,5 +1,6 @@
 # Config validation at parse time (one line naming the bad key) and small input functions.
 import json
+import re
 
 from ewa.config import ConfigError, alpha_tag, validate
 
@@ -28,6 +29,14 @@ def as_json(value):
 def dataset_params(wildcards):
     spec = config["train_data"] if wildcards.get("benchmark") is None else config["benchmarks"][wildcards.benchmark]
     return as_json({**spec, "seed": config["seed"]})
+
+
+def gpus(wildcards, resources):
+    """GPUs this job was given: profiles set `gpu` (or a gres like gpu:h100:8); the miniature none."""
+    if resources.get("gpu"):
+        return int(resources["gpu"])
+    match = re.search(r"gpu(?::[\w.]+)?:(\d+)", str(resources.get("gres", "")))
+    return int(match[1]) if match else 0
 
 
 def sandbox_backend():

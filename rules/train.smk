@@ -9,6 +9,7 @@ rule train:
     output:
         directory("results/checkpoints/{regime}"),
     params:
+        gpus=gpus,
         settings=as_json({**config["grpo"], "seed": config["seed"]}),
         regime=regime_spec,
         backend=sandbox_backend(),
@@ -22,6 +23,6 @@ rule train:
     benchmark:
         "results/benchmarks/train/{regime}.tsv"
     shell:
-        "ewa train --init {input.init} --problems {input.problems} --regime {wildcards.regime} "
+        "ewa train --gpus {params.gpus} --init {input.init} --problems {input.problems} --regime {wildcards.regime} "
         "--regimes-json {params.regime:q} --settings {params.settings:q} "
         "--sandbox-backend {params.backend} --calibration {input.calibration} --out {output} 2> {log}"

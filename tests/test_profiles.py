@@ -1,0 +1,98 @@
+"""The machine profiles plan the right DAG: dry runs of the paper configs through profiles/slurm and of
+the miniature through profiles/default, with job counts computed from each config, and GPU requests
+that match what the config will use."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ewa.config import alpha_tag, load
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAKEMAKE = Path(sys.executable).parent / "snakemake"
+PAPER = ["paper-7b", "paper-32b"]
+# The laptop profile (profiles/local once renamed: see test_slurm_profile_resources_reach_the_jobs).
+LOCAL_PROFILE = next(p for p in (ROOT / "profiles" / "local", ROOT / "profiles" / "default") if p.is_dir())
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def dry_run(tmp_path: Path, *args) -> str:
+    """`snakemake -n` in an empty directory (no results/ from other runs); stdout and stderr."""
+    r = subprocess.run([str(SNAKEMAKE), "-n", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(tmp_path),
+                        *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stderr[-4000:]
+    return r.stdout + r.stderr
+
+
+def job_counts(out: str) -> dict[str, int]:
+    table = out.split("Job stats:")[1].split("total")[0]
+    return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
+
+
+def job_resources(out: str, rule: str) -> list[dict[str, str]]:
+    """The `resources:` of every planned job of `rule`, as printed by the dry run."""
+    found = []
+    for block in re.split(r"^\s*(?:local)?rule ", out, flags=re.M)[1:]:
+        if block.startswith(f"{rule}:"):
+            line = re.search(r"^\s*resources: (.*)$", block, re.M)[1]
+            found.append(dict(kv.split("=", 1) for kv in line.split(", ")))
+    return found
+
+
+def expected_counts(config: dict) -> dict[str, int]:
+    benchmarks, settings = len(config["benchmarks"]), len(config["sample"]["settings"])
+    alphas = len({alpha_tag(a) for a in config["merge"]["alphas"]})
+    return {"prepare_train_data": 1, "prepare_benchmark": benchmarks, "init": 1,
+            "train": 2,  # only the merge endpoints are trained
+            "merge": alphas, "sample": alphas * benchmarks * settings,
+            "evaluate": alphas * benchmarks * settings, "frontier": benchmarks * settings, "all": 1}
+
+
+def slurm_profile() -> dict:
+    return yaml.safe_load((ROOT / "profiles" / "slurm" / "config.yaml").read_text())
+
+
+@pytest.mark.parametrize("name", PAPER)
+def test_paper_config_dry_run_through_slurm_profile_lists_the_full_dag(name, tmp_path):
+    # The documented command; the model and data paths need not exist to plan.
+    out = dry_run(tmp_path, "--profile", ROOT / "profiles" / "slurm", "--configfile", ROOT / "configs" / f"{name}.yaml")
+    counts, expected = job_counts(out), expected_counts(load(ROOT / "configs" / f"{name}.yaml"))
+    assert {rule: counts.get(rule) for rule in expected} == expected
+    assert "Group job judge" in out and "Group job merge" in out  # small jobs share allocations
+
+
+@pytest.mark.parametrize("name", PAPER)
+def test_slurm_gpu_requests_match_what_the_paper_config_uses(name):
+    config, res = load(ROOT / "configs" / f"{name}.yaml"), slurm_profile()["set-resources"]
+    assert res["train"]["gpu"] == config["grpo"]["num_processes"]
+    assert res["sample"]["gpu"] == config["sample"]["tensor_parallel_size"]
+    assert config["grpo"]["use_vllm"] and config["sample"]["backend"] == "vllm"
+    assert (ROOT / config["grpo"]["accelerate_config"]).is_file()
+
+
+def test_slurm_profile_resources_reach_the_jobs(tmp_path):
+    # A profiles/default directory is Snakemake's implicit *workflow* profile, loaded on top of any
+    # --profile and overriding it key by key (cores, resources, default-resources): a laptop's
+    # `resources: mem_mb` would cap every cluster job. The laptop profile must live elsewhere.
+    out = dry_run(tmp_path, "--profile", ROOT / "profiles" / "slurm", "--configfile", ROOT / "configs" / "paper-7b.yaml")
+    profile = slurm_profile()
+    sample, evaluate = job_resources(out, "sample")[0], job_resources(out, "evaluate")[0]
+    assert sample["gpu"] == str(profile["set-resources"]["sample"]["gpu"])
+    assert sample["mem_mb"] == str(profile["set-resources"]["sample"]["mem_mb"])
+    assert evaluate["slurm_partition"] == profile["default-resources"]["slurm_partition"]
+
+
+def test_default_profile_dry_run_plans_the_miniature_without_gpus(tmp_path):
+    out = dry_run(tmp_path, "--profile", LOCAL_PROFILE, "--configfile", ROOT / "config.yaml")
+    config = load(ROOT / "config.yaml")
+    counts, expected = job_counts(out), expected_counts(config)
+    assert {rule: counts.get(rule) for rule in expected} == expected
+    for rule in ("train", "merge", "sample"):
+        assert all("gpu" not in r and "gres" not in r for r in job_resources(out, rule)), rule
+    assert all(f"alpha{alpha_tag(a)}" in out for a in config["merge"]["alphas"])
