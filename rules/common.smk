@@ -2,7 +2,8 @@
 import json
 import re
 
-from ewa.config import ConfigError, alpha_tag, validate
+from ewa.config import ConfigError, validate
+from ewa.merge import ALPHA_TAG_PATTERN, alpha_tag
 
 try:
     config = validate(config)
@@ -17,7 +18,7 @@ SETTINGS = config["sample"]["settings"]
 
 wildcard_constraints:
     regime="|".join(REGIMES),
-    tag=r"[+-]\d+\.\d\d",
+    tag=ALPHA_TAG_PATTERN,
     benchmark="|".join(BENCHMARKS),
     setting="|".join(SETTINGS),
 

@@ -4,7 +4,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ewa.config import ConfigError, alpha_tag, load, validate
+from ewa.config import ConfigError, load, validate
+from ewa.merge import alpha_tag
 
 ROOT = Path(__file__).resolve().parents[1]
 

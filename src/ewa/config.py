@@ -10,6 +10,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from ewa.merge import alpha_tag
 from ewa.tiers import TierError, check_regimes
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
@@ -92,7 +93,10 @@ def _check_consistency(config: dict) -> None:
             raise ConfigError(f"config: key 'evaluate.k': pass@{k} needs at least {k} samples, but sample.n is {n}")
     if config["evaluate"]["budget"] > n:
         raise ConfigError(f"config: key 'evaluate.budget': {config['evaluate']['budget']} exceeds sample.n ({n})")
-    tags = [alpha_tag(a) for a in config["merge"]["alphas"]]
+    try:
+        tags = [alpha_tag(a) for a in config["merge"]["alphas"]]
+    except ValueError as e:
+        raise ConfigError(f"config: key 'merge.alphas': {e}") from None
     if len(set(tags)) != len(tags):
         raise ConfigError(f"config: key 'merge.alphas': duplicate alphas {config['merge']['alphas']}")
 
@@ -107,7 +111,3 @@ def load(path: str | Path) -> dict:
         raise ConfigError(f"config: {path} must hold a mapping at top level")
     return validate(raw or {})
 
-
-def alpha_tag(alpha: float) -> str:
-    """The one spelling of an alpha in paths: 0.5 -> '+0.50', -1 -> '-1.00' (so 0.5 and 0.50 agree)."""
-    return f"{alpha:+.2f}"

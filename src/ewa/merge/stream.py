@@ -1,0 +1,187 @@
+"""The merge's single pass: each tensor of every input is read once, blended in float32 for every
+coefficient set (every alpha), and appended to every output model; outputs appear atomically."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Sequence
+
+import torch
+from tqdm import tqdm
+
+from ewa.io import atomic_path, provenance
+from ewa.merge import HASH_MODES, MergeError, parse_size
+from ewa.merge.checkpoint import Checkpoint, ShardReader, check_compatible, fingerprint, read_checkpoint
+from ewa.merge.writer import BlockWriter, ModelWriter, as_bytes, plan_layout
+
+RECORD_FILE = "ewa_merge.json"
+# (block bytes, buffers) of the write ring: on CPU a block stays in cache from blend to write(); on a GPU
+# large blocks keep kernel launches and copies few (pinned buffers for the device-to-host copies).
+CPU_BLOCKS, GPU_BLOCKS = (1 << 20, 32), (64 << 20, 4)
+# Weights and training state belong to the source checkpoint, not to the merged model; so does its card.
+NOT_COPIED = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".gguf", ".safetensors.index.json",
+              RECORD_FILE, "trainer_state.json", "README.md")
+
+
+def resolve_device(device: str = "auto") -> str:
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise MergeError(f"device {device!r}: torch sees no CUDA device (use --device auto or cpu)")
+    if device != "cpu" and not device.startswith("cuda"):
+        raise MergeError(f"device {device!r}: expected auto, cpu or cuda")
+    return device
+
+
+def exact_source(coefficients: Sequence[float]) -> int | None:
+    """Which input an output reproduces bit for bit (0 = base, i = endpoint i), or None for a blend."""
+    nonzero = [i for i, c in enumerate(coefficients, 1) if c != 0]
+    if not nonzero:
+        return 0
+    if len(nonzero) == 1 and coefficients[nonzero[0] - 1] == 1:
+        return nonzero[0]
+    return None
+
+
+def blend(tensors: list[torch.Tensor], blended: list[tuple[ModelWriter, list[float]]], device: str,
+          writer: BlockWriter) -> None:
+    """Write base + sum_i c_i * (E_i - base) for each (output, coefficients), block by block: each block
+    of the inputs is read from memory once for all outputs, computed in float32 and cast to the source
+    dtype straight into a ring buffer that the writer thread empties."""
+    dtype, itemsize = tensors[0].dtype, tensors[0].element_size()
+    flat = [t.reshape(-1) for t in tensors]
+    step = writer.block_bytes // itemsize
+    in_place = device == "cpu" and dtype == torch.float32  # no cast: compute straight into the buffer
+    scratch = None if in_place or device != "cpu" else torch.empty(step, dtype=torch.float32)
+    plans = [(model, [(j, c) for j, c in enumerate(coefficients, 1) if c != 0]) for model, coefficients in blended]
+    for start in range(0, flat[0].numel(), step):
+        part = [f[start:start + step].to(device=device, dtype=torch.float32) for f in flat]
+        n, deltas = part[0].numel(), {}
+        for model, terms in plans:
+            i, buffer = writer.take()
+            target = buffer[:n * itemsize].view(dtype)
+            if in_place:
+                out = target
+            else:
+                out = scratch[:n] if scratch is not None else torch.empty(n, dtype=torch.float32, device=device)
+            if len(terms) == 1:
+                # base + c * (E - base) in one pass with no delta buffer
+                torch.lerp(part[0], part[terms[0][0]], terms[0][1], out=out)
+            else:
+                for j, _ in terms:
+                    if j not in deltas:
+                        deltas[j] = part[j] - part[0]
+                torch.add(part[0], deltas[terms[0][0]], alpha=terms[0][1], out=out)
+                for j, c in terms[1:]:
+                    out.add_(deltas[j], alpha=c)
+            if out is not target:
+                target.copy_(out)  # the cast back to the source dtype, and off the GPU
+            model.write(buffer[:n * itemsize].numpy(), buffer=i)
+
+
+def stream(base: Checkpoint, endpoints: list[Checkpoint], coefficient_sets, models: list[ModelWriter],
+           device: str, writer: BlockWriter, progress: bool) -> None:
+    """The single pass: each tensor of every input is read once and written to every output."""
+    exact = [exact_source(c) for c in coefficient_sets]
+    readers = [ShardReader(c) for c in (base, *endpoints)]
+    try:
+        for name in tqdm(base.weight_map, desc="merge", unit="tensor", disable=not progress):
+            tensors = [reader.get(name) for reader in readers]
+            for model in models:
+                model.begin(name)
+            if not tensors[0].is_floating_point():  # integer/bool buffers have no meaningful average
+                for other, ckpt in zip(tensors[1:], endpoints):
+                    if not torch.equal(tensors[0], other):
+                        raise MergeError(f"tensor {name!r} ({tensors[0].dtype}) differs between {base.path} and "
+                                         f"{ckpt.path}; non-floating tensors are copied, so they must be equal")
+                exact_here = [0] * len(models)
+            else:
+                exact_here = exact
+            blended = []
+            for model, coefficients, source in zip(models, coefficient_sets, exact_here):
+                if source is not None:  # alpha 0 / 1 and integer buffers: the source bytes, no float round trip
+                    model.write(as_bytes(tensors[source]))
+                else:
+                    blended.append((model, coefficients))
+            if blended:
+                blend(tensors, blended, device, writer)
+    finally:
+        for reader in readers:
+            reader.close()
+
+
+def copy_non_weights(source: Path, target: Path) -> None:
+    """config.json, generation_config.json, tokenizer files: everything a loader needs besides weights."""
+    for entry in sorted(source.iterdir()):
+        if entry.is_file() and not entry.name.endswith(NOT_COPIED):
+            shutil.copy2(entry, target / entry.name)
+
+
+def open_inputs(base_dir, endpoint_dirs, out_dirs: list[Path]) -> tuple[Checkpoint, list[Checkpoint]]:
+    """Read and cross-check every input's tensor specs; refuse outputs that would overwrite an input."""
+    base = read_checkpoint(base_dir)
+    if not (base.path / "config.json").is_file():
+        raise MergeError(f"{base.path}: no config.json (not a Hugging Face model directory)")
+    endpoints = [read_checkpoint(p) for p in endpoint_dirs]
+    check_compatible(base, endpoints)
+    inputs = [c.path.resolve() for c in (base, *endpoints)]
+    if len({p.resolve() for p in out_dirs}) != len(out_dirs):
+        raise MergeError(f"output directories are not distinct: {[str(p) for p in out_dirs]}")
+    for out in out_dirs:
+        res = out.resolve()
+        if any(res == i or i in res.parents or res in i.parents for i in inputs):
+            raise MergeError(f"{out}: output directory overlaps an input model directory")
+    return base, endpoints
+
+
+def merge(base_dir, endpoint_dirs, coefficient_sets, out_dirs, roles: list[str], records: list[dict], *,
+          device: str, max_shard_bytes, hash_mode: str, progress: bool) -> list[Path]:
+    """Validate everything up front, stream once, publish every output atomically.
+
+    `roles` names [base, *endpoints] in the record; `records` holds each output's method-specific fields.
+    """
+    coefficient_sets = [[float(c) for c in cs] for cs in coefficient_sets]
+    out_dirs = [Path(p) for p in out_dirs]
+    if not out_dirs or len(out_dirs) != len(coefficient_sets):
+        raise MergeError(f"{len(coefficient_sets)} coefficient sets / alphas but {len(out_dirs)} output directories")
+    for cs in coefficient_sets:
+        if len(cs) != len(endpoint_dirs) or not all(math.isfinite(c) for c in cs):
+            raise MergeError(f"coefficients {cs}: need {len(endpoint_dirs)} finite numbers, one per endpoint")
+    if hash_mode not in HASH_MODES:
+        raise MergeError(f"hash {hash_mode!r}: expected one of {', '.join(HASH_MODES)}")
+    if (max_shard_bytes := parse_size(max_shard_bytes)) <= 0:
+        raise MergeError("max shard size must be positive")
+    base, endpoints = open_inputs(base_dir, endpoint_dirs, out_dirs)
+    device = resolve_device(device)
+    layout = plan_layout(list(base.weight_map), base.specs, max_shard_bytes)
+    hashes = {role: fingerprint(c, hash_mode) for role, c in zip(roles, (base, *endpoints))}
+    config = {"device": device, "max_shard_bytes": max_shard_bytes, "hash": hash_mode}
+
+    with ExitStack() as stack:
+        tmp_dirs = [stack.enter_context(atomic_path(p)) for p in out_dirs]
+        for tmp in tmp_dirs:
+            tmp.mkdir()
+        gpu = device.startswith("cuda")
+        writer = BlockWriter(*(GPU_BLOCKS if gpu else CPU_BLOCKS), pin_memory=gpu)
+        models = [ModelWriter(tmp, layout, writer) for tmp in tmp_dirs]
+        # unwound first: writes stop and files close before the temp dirs go
+        stack.callback(lambda: [m.abort() for m in models])
+        stack.callback(writer.close, cancel=True)
+        threads = torch.get_num_threads()
+        # the writer thread needs a core of its own; blending is memory-bound and gains little from more
+        torch.set_num_threads(max(1, min(threads, (os.cpu_count() or 2) - 1)))
+        stack.callback(torch.set_num_threads, threads)
+        stream(base, endpoints, coefficient_sets, models, device, writer, progress)
+        for model in models:
+            model.close()
+        writer.close()
+        for tmp, coefficients, record in zip(tmp_dirs, coefficient_sets, records):
+            copy_non_weights(base.path, tmp)
+            exact = exact_source(coefficients)
+            record = {**record, "exact_copy_of": None if exact is None else roles[exact], "inputs": hashes}
+            (tmp / RECORD_FILE).write_text(json.dumps(provenance(config, **record), indent=2) + "\n")
+    return out_dirs
