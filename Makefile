@@ -9,7 +9,7 @@ export TRANSFORMERS_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: demo test setup dry-run lint report clean slurm-localhost docker-sandbox
+.PHONY: demo test setup dry-run lint report clean slurm-localhost docker-sandbox vllm-smoke
 
 demo: $(STAMP)
 	$(BIN)/snakemake --profile profiles/local --cores $(CORES)
@@ -42,3 +42,9 @@ slurm-localhost:
 # The image of sandbox.backend: docker, built locally without a registry (root; apt docker.io).
 docker-sandbox:
 	bash scripts/docker-sandbox-image.sh
+
+# The vLLM backend for real, on the CPU: its own venv (.venv-vllm, pins transformers<5.20), then the
+# tiny model through it.
+vllm-smoke: $(STAMP)
+	bash scripts/setup-vllm.sh
+	$(BIN)/pytest -q -m vllm tests/test_sample.py

@@ -5,11 +5,12 @@ rule sample:
     input:
         model=merged_model,
         problems="results/data/{benchmark}/problems.jsonl",
+        calibration=calibration_input,
     output:
         "results/samples/alpha{tag}/{benchmark}/{setting}.jsonl",
     params:
         settings=as_json({**config["sample"], "seed": config["seed"]}),
-        backend=sandbox_backend(),
+        sandbox=sandbox_flags,
         max_k=max(config["evaluate"]["k"] + [config["evaluate"]["budget"]]),
     threads: 2
     resources:
@@ -22,5 +23,5 @@ rule sample:
         "results/benchmarks/sample/alpha{tag}/{benchmark}/{setting}.tsv"
     shell:
         "ewa sample --model {input.model} --problems {input.problems} --setting {wildcards.setting} "
-        "--settings {params.settings:q} --max-k {params.max_k} --sandbox-backend {params.backend} "
-        "--workers {threads} --out {output} 2> {log}"
+        "--settings {params.settings:q} --max-k {params.max_k} {params.sandbox} "
+        "--workers {threads} --threads {threads} --out {output} 2> {log}"

