@@ -40,21 +40,26 @@ def gpus(wildcards, resources):
     return int(match[1]) if match else 0
 
 
-def sandbox_backend():
-    # "auto" is resolved by the job itself, on the machine that runs it (a cluster node may differ).
-    return config["sandbox"]["backend"]
-
-
 def calibration_input(wildcards):
     return ["results/calibration.json"] if config["sandbox"]["calibrate"] else []
 
 
 def sandbox_flags(wildcards, input):
-    """The sandbox options every judging job passes: backend, interpreter, time-limit factor."""
+    """The sandbox options every judging job passes: backend, interpreter, time-limit factor.
+    Backend "auto" is resolved by the job itself, on the machine that runs it."""
     flags = f"--sandbox-backend {config['sandbox']['backend']} --python {config['sandbox']['python']}"
     if config["sandbox"]["calibrate"]:
-        return flags + f" --calibration {input.calibration}"
+        return flags + f" --calibration {input.calibration[0]}"
     return flags + " --time-factor 1.0"
+
+
+def sandbox_settings(wildcards, input):
+    """The same sandbox options as JSON, for stages that take them as one argument (training)."""
+    sb = config["sandbox"]
+    options = {"backend": sb["backend"], "python": sb["python"], "docker_image": sb["docker_image"]}
+    if sb["calibrate"]:
+        return as_json({**options, "calibration_path": input.calibration[0]})
+    return as_json({**options, "time_factor": 1.0})
 
 
 def regime_spec(wildcards):

@@ -20,4 +20,4 @@ rule init:
         "results/benchmarks/init.tsv"
     shell:
         "ewa init --init {params.init:q} --settings {params.settings:q} "
-        "--problems {input.problems} --out {output} 2> {log}"
+        "--problems {input.problems} --threads {threads} --out {output} 2> {log}"

@@ -12,7 +12,9 @@ rule sample:
         settings=as_json({**config["sample"], "seed": config["seed"]}),
         sandbox=sandbox_flags,
         max_k=max(config["evaluate"]["k"] + [config["evaluate"]["budget"]]),
-    threads: 2
+    # One torch thread per job: tiny models lose more to thread sync than they gain, and two
+    # jobs then run side by side on the miniature's two cores. Profiles raise it for big models.
+    threads: 1
     resources:
         mem_mb=4000,
     conda:
