@@ -12,7 +12,9 @@ export TOKENIZERS_PARALLELISM := false
 .PHONY: demo test setup dry-run lint report clean slurm-localhost docker-sandbox vllm-smoke
 
 demo: $(STAMP)
+	bash scripts/unlock-if-stale.sh
 	$(BIN)/snakemake --profile profiles/local --cores $(CORES)
+	$(BIN)/snakemake --profile profiles/local --report results/report.html
 
 test: $(STAMP)
 	$(BIN)/pytest -q
