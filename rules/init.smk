@@ -9,7 +9,7 @@ rule init:
     params:
         settings=as_json({**config["model"], "seed": config["seed"]}),
         init=config["model"]["init"],
-    threads: 2
+    threads: 1  # see rules/train.smk: tiny models train faster on one thread
     resources:
         mem_mb=4000,
     conda:

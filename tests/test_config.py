@@ -56,3 +56,14 @@ def test_snakemake_stops_on_a_bad_key_with_one_line(tmp_path):
                          cwd=ROOT, capture_output=True, text=True)
     assert out.returncode != 0
     assert "unknown key 'merge.alpahs'" in out.stdout + out.stderr
+
+
+def test_schema_defaults_are_the_stage_defaults():
+    """The schema documents each stage's knobs; the stage modules must agree with it."""
+    from ewa.models.sft import SFT_DEFAULTS
+    from ewa.models.tiny import TINY_DEFAULTS
+    from ewa.train.grpo import GRPO_DEFAULTS
+    config = validate({})
+    assert config["model"]["tiny"] == TINY_DEFAULTS
+    assert config["model"]["sft"] == SFT_DEFAULTS
+    assert config["grpo"] == GRPO_DEFAULTS

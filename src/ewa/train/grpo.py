@@ -1,0 +1,354 @@
+"""`ewa train`: GRPO (TRL's GRPOTrainer) from the shared init for one coverage regime. Every regime's run
+has the same init, seed and data order; only the reward's test tier differs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from ewa.cli import UserError
+from ewa.io import atomic_path, provenance, sha256_file, write_json
+from ewa.problems import Problem, read_problems
+from ewa.tiers import TierError, check_regimes, regime_tests
+
+log = logging.getLogger(__name__)
+
+# Defaults of the `grpo` settings, one comment per knob. The miniature's values; the scale configs
+# override the last block.
+GRPO_DEFAULTS = {
+    "max_steps": 40,  # optimizer steps (one generation batch each)
+    "prompts_per_step": 8,  # distinct problems per step
+    "num_generations": 4,  # completions per problem: the GRPO group
+    "learning_rate": 1e-4,  # small: endpoints stay near the init (KL ~0.01 after 40 steps), so merges behave
+    "lr_scheduler_type": "constant",
+    "warmup_steps": 0,
+    "beta": 0.04,  # KL to the init; > 0 keeps the endpoints close to the shared init
+    "epsilon": 0.2,  # PPO-style clip
+    "num_iterations": 1,
+    "loss_type": "dapo",
+    "scale_rewards": "group",
+    "max_grad_norm": 1.0,
+    "max_completion_length": 128,  # the mini references are <= 108 tokens; truncated answers score 0
+    "temperature": 1.0,
+    "top_p": 1.0,
+    "reward": "binary",  # binary (the paper's) | fraction of the regime's tests passed
+    "save_steps": 10,  # trainer checkpoints in the work dir, for resuming a killed run
+    "save_total_limit": 2,
+    "keep_work_dir": False,  # keep checkpoints (optimizer state) after the final model is written
+    # Scale path (GPU node); see configs/paper-*.yaml and configs/accelerate/.
+    "per_device_train_batch_size": None,  # completions per forward/backward; None: the whole step's batch
+    "bf16": False,
+    "gradient_checkpointing": False,
+    "accelerate_config": None,  # zero3 | fsdp | path; used when --gpus > 0
+    "use_vllm": False,
+    "vllm_mode": "colocate",  # colocate | server
+    "vllm_server_host": "0.0.0.0",
+    "vllm_server_port": 8000,
+    "vllm_server_gpus": 0,  # GPUs of the node the vLLM server takes (server mode)
+    "vllm_gpu_memory_utilization": 0.3,
+    "vllm_tensor_parallel_size": 1,
+    "trl": {},  # any further GRPOConfig field, passed through verbatim
+}
+# Settings that may change between a killed run and its resumption (extending a run is fine).
+RESUMABLE_CHANGES = ("max_steps", "save_steps", "save_total_limit", "keep_work_dir")
+METRICS = {  # metrics.csv column <- trainer log key
+    "reward": "reward", "reward_std": "reward_std", "frac_reward_zero_std": "frac_reward_zero_std",
+    "kl": "kl", "entropy": "entropy", "loss": "loss", "grad_norm": "grad_norm", "learning_rate": "learning_rate",
+    "completion_length": "completions/mean_length", "clipped_ratio": "completions/clipped_ratio",
+    "step_time_s": "step_time", "reward_time_s": "reward_time_s", "completions": "completions_judged",
+    "programs_run": "programs_run",
+}
+VERDICT_COLUMNS = ("AC", "WA", "TLE", "MLE", "RE", "CE", "no_code")
+
+
+def grpo_settings(settings: dict | None) -> dict:
+    """`grpo` merged over the defaults; unknown keys and impossible batch shapes name the field."""
+    settings = dict(settings or {})
+    unknown = sorted(set(settings) - set(GRPO_DEFAULTS))
+    if unknown:
+        raise ValueError(f"grpo: unknown key {unknown[0]!r} (see GRPO_DEFAULTS in ewa.train.grpo)")
+    s = {**GRPO_DEFAULTS, **settings}
+    for key in ("max_steps", "prompts_per_step", "num_generations", "save_steps"):
+        if not isinstance(s[key], int) or s[key] < 1:
+            raise ValueError(f"grpo.{key}: must be a positive integer, got {s[key]!r}")
+    if s["num_generations"] < 2:
+        raise ValueError("grpo.num_generations: GRPO needs at least 2 completions per prompt")
+    if s["reward"] not in ("binary", "fraction"):
+        raise ValueError(f"grpo.reward: must be binary or fraction, got {s['reward']!r}")
+    if s["vllm_mode"] not in ("colocate", "server"):
+        raise ValueError(f"grpo.vllm_mode: must be colocate or server, got {s['vllm_mode']!r}")
+    return s
+
+
+def batch_shape(s: dict, world_size: int) -> tuple[int, int]:
+    """(per-device batch, accumulation steps) so that one optimizer step consumes one generation batch."""
+    completions = s["prompts_per_step"] * s["num_generations"]
+    per_device = s["per_device_train_batch_size"] or completions // world_size
+    if per_device < 1 or completions % (per_device * world_size):
+        raise ValueError(f"grpo.per_device_train_batch_size: {per_device} x {world_size} processes does not divide "
+                         f"the {completions} completions of a step")
+    return per_device, completions // (per_device * world_size)
+
+
+def grpo_config(s: dict, work_dir: Path, seed: int, world_size: int = 1):
+    import torch
+    from trl import GRPOConfig
+
+    per_device, accumulation = batch_shape(s, world_size)
+    vllm_keys = ("vllm_mode", "vllm_server_host", "vllm_server_port", "vllm_gpu_memory_utilization",
+                 "vllm_tensor_parallel_size")
+    vllm = {key: s[key] for key in vllm_keys} if s["use_vllm"] else {}
+    kwargs = dict(
+        output_dir=str(work_dir),
+        max_steps=s["max_steps"],
+        per_device_train_batch_size=per_device,
+        gradient_accumulation_steps=accumulation,
+        num_generations=s["num_generations"],
+        learning_rate=s["learning_rate"],
+        lr_scheduler_type=s["lr_scheduler_type"],
+        warmup_steps=s["warmup_steps"],
+        beta=s["beta"],
+        epsilon=s["epsilon"],
+        num_iterations=s["num_iterations"],
+        loss_type=s["loss_type"],
+        scale_rewards=s["scale_rewards"],
+        max_grad_norm=s["max_grad_norm"],
+        max_completion_length=s["max_completion_length"],
+        temperature=s["temperature"],
+        top_p=s["top_p"],
+        logging_steps=1,  # metrics.csv has one row per step
+        save_strategy="steps",
+        save_steps=s["save_steps"],
+        save_total_limit=s["save_total_limit"],
+        report_to="none",
+        seed=seed,
+        data_seed=seed,
+        shuffle_dataset=True,
+        disable_dropout=True,
+        use_cpu=not torch.cuda.is_available(),
+        bf16=bool(s["bf16"]),  # left unset, TRL turns bf16 on, which fails on CPU
+        activation_checkpointing=bool(s["gradient_checkpointing"]),
+        model_init_kwargs={"dtype": "bfloat16" if s["bf16"] else "float32"},
+        use_vllm=bool(s["use_vllm"]),
+        **vllm,
+    )
+    kwargs.update(s["trl"])  # explicit passthrough wins over the derived values
+    return GRPOConfig(**kwargs)
+
+
+def parse_regimes(text: str, name: str) -> tuple[list[dict], dict]:
+    try:
+        regimes = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UserError(f"--regimes-json: not valid JSON ({e.msg})") from None
+    if not isinstance(regimes, list) or not all(isinstance(r, dict) and "name" in r for r in regimes):
+        raise UserError("--regimes-json: must be a list of {name, fraction|max_size} objects")
+    for r in regimes:
+        if not ("fraction" in r) ^ ("max_size" in r):
+            raise UserError(f"--regimes-json: regime {r['name']!r} needs exactly one of fraction, max_size")
+    try:
+        check_regimes(regimes)
+    except TierError as e:
+        raise UserError(f"--regimes-json: {e}") from None
+    by_name = {r["name"]: r for r in regimes}
+    if name not in by_name:
+        raise UserError(f"--regime: unknown regime {name!r} (known: {', '.join(by_name)})")
+    return regimes, by_name[name]
+
+
+def check_problems(problems: list[Problem], regime: dict, path) -> None:
+    if not problems:
+        raise UserError(f"--problems: {path} holds no problems")
+    for p in problems:
+        try:
+            regime_tests(p, regime)
+        except TierError as e:
+            raise UserError(f"--regime: {e}") from None
+
+
+def check_init(init: str | os.PathLike) -> Path:
+    from ewa.models.init_cli import check_model_dir
+
+    path = check_model_dir(init)
+    config = path / "tokenizer_config.json"
+    has_template = (path / "chat_template.jinja").is_file() or (
+        config.is_file() and "chat_template" in json.loads(config.read_text()))
+    if not has_template:
+        raise UserError(f"--init: {path} has no chat template (chat_template.jinja or tokenizer_config.json)")
+    return path
+
+
+def init_fingerprint(init: Path) -> dict:
+    """Identifies the init without hashing gigabytes: its provenance record plus its files' sizes and mtimes."""
+    files = {f.name: [f.stat().st_size, f.stat().st_mtime_ns] for f in sorted(init.iterdir()) if f.is_file()}
+    stamp = init / "ewa_init.json"
+    return {"path": str(init.resolve()), "files": files,
+            "ewa_init_sha256": sha256_file(stamp) if stamp.is_file() else None}
+
+
+def work_dir_for(out: Path) -> Path:
+    return out.parent / f".{out.name}.work"
+
+
+def checkpoints(work: Path) -> list[Path]:
+    """Trainer checkpoints in `work`, newest first."""
+    found = [d for d in work.glob("checkpoint-*") if d.is_dir() and d.name.split("-", 1)[1].isdigit()]
+    return sorted(found, key=lambda d: int(d.name.split("-", 1)[1]), reverse=True)
+
+
+def resume_point(work: Path, fingerprint: dict) -> str | None:
+    """The newest complete checkpoint a run with the same settings left in `work`, if any.
+
+    The trainer writes trainer_state.json last, so a checkpoint without it was cut off mid-write.
+    """
+    stamp = work / "ewa_run.json"
+    if not (stamp.is_file() and json.loads(stamp.read_text()) == fingerprint):
+        return None
+    return next((str(d) for d in checkpoints(work) if (d / "trainer_state.json").is_file()), None)
+
+
+def prepare_work_dir(work: Path, fingerprint: dict, resume: str | None) -> None:
+    """Drop checkpoints newer than `resume` (cut off by a kill), or start a fresh work dir."""
+    if resume is not None:
+        for d in checkpoints(work):
+            if d.name == Path(resume).name:
+                break
+            shutil.rmtree(d)
+        return
+    if work.exists():
+        log.warning("%s holds no resumable run with these settings; starting over", work)
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    write_json(work / "ewa_run.json", fingerprint)
+
+
+def metrics_frame(log_history: list[dict]):
+    """One row per optimizer step: reward, verdict mix, KL, completion length, step time."""
+    import pandas as pd
+
+    rows = []
+    for entry in log_history:
+        if "reward" not in entry:
+            continue
+        row = {"step": entry["step"]}
+        row.update({col: entry.get(key) for col, key in METRICS.items()})
+        row.update({f"verdict_{v}": entry.get(f"verdicts/{v}") for v in VERDICT_COLUMNS})
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["step", *METRICS, *(f"verdict_{v}" for v in VERDICT_COLUMNS)])
+
+
+def train_regime(init: str | os.PathLike, problems_path: str | os.PathLike, regime: dict, regimes: list[dict],
+                 settings: dict, out: str | os.PathLike, seed: int = 0, sandbox_settings: dict | None = None) -> dict:
+    """GRPO-train one regime from `init`; writes the HF model, metrics.csv and ewa_train.json to `out`."""
+    s = grpo_settings(settings)
+    init = check_init(init)
+    problems = read_problems(problems_path)
+    check_problems(problems, regime, problems_path)
+
+    from accelerate import PartialState
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+    from trl import GRPOTrainer
+
+    from ewa.prompts import reasoning_messages
+    from ewa.sandbox import Sandbox
+    from ewa.train.reward import CoverageReward
+
+    out = Path(out)
+    work = work_dir_for(out)
+    world_size = int(os.environ.get("WORLD_SIZE", 1))
+    fingerprint = {"init": init_fingerprint(init), "problems_sha256": sha256_file(problems_path),
+                   "regime": regime, "seed": seed,
+                   "settings": {k: v for k, v in s.items() if k not in RESUMABLE_CHANGES}}
+    # The same rows in the same order for every regime; the trainer's seeded sampler shuffles them.
+    dataset = Dataset.from_list([{"prompt": reasoning_messages(p), "problem_id": p.id} for p in problems])
+    tokenizer = AutoTokenizer.from_pretrained(init)
+    sandbox_settings = dict(sandbox_settings or {})
+    with Sandbox(**sandbox_settings) as sandbox:  # one sandbox for the whole run, not one per step
+        judged_by = sandbox.info()
+        reward = CoverageReward({p.id: p for p in problems}, regime, sandbox, s["reward"])
+        state = PartialState()
+        resume = resume_point(work, fingerprint)  # every rank decides from the same untouched work dir
+        state.wait_for_everyone()
+        if state.is_main_process:
+            prepare_work_dir(work, fingerprint, resume)
+        state.wait_for_everyone()
+        if resume:
+            log.info("resuming from %s", resume)
+        trainer = GRPOTrainer(model=str(init), reward_funcs=reward, args=grpo_config(s, work, seed, world_size),
+                              train_dataset=dataset, processing_class=tokenizer)
+        trainer.train(resume_from_checkpoint=resume)
+        final = work / "final"
+        trainer.save_model(str(final))  # collective under ZeRO-3/FSDP: every rank calls it
+    if not trainer.accelerator.is_main_process:
+        return {}
+    record = provenance(
+        s, regime=regime, regimes=regimes, seed=seed, init=str(init), problems=str(problems_path),
+        problems_sha256=fingerprint["problems_sha256"], sandbox=judged_by, init_fingerprint=fingerprint["init"],
+        global_step=trainer.state.global_step, resumed_from=resume,
+    )
+    with atomic_path(out) as tmp:
+        os.replace(final, tmp)
+        (tmp / "training_args.bin").unlink(missing_ok=True)  # a pickle; ewa_train.json records the settings
+        tokenizer.save_pretrained(tmp)
+        metrics_frame(trainer.state.log_history).to_csv(tmp / "metrics.csv", index=False)
+        write_json(tmp / "ewa_train.json", record)
+    if not s["keep_work_dir"]:
+        shutil.rmtree(work, ignore_errors=True)
+    return record
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--init", required=True, help="the shared init (HF model directory from `ewa init`)")
+    parser.add_argument("--problems", required=True, help="train problems (canonical JSONL)")
+    parser.add_argument("--regime", required=True, help="name of the coverage regime this run rewards")
+    parser.add_argument("--regimes-json", required=True, help="JSON list of the config's regimes")
+    parser.add_argument("--settings", default="{}", help="JSON: the config's `grpo` section")
+    parser.add_argument("--sandbox-settings", default="{}", help="JSON: the config's `sandbox` section")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--gpus", type=int, default=0, help="GPUs to train on (with grpo.accelerate_config)")
+    parser.add_argument("--out", required=True, help="output directory: results/checkpoints/<regime>")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads (1: tiny models lose more to thread sync than they gain)")
+
+
+def parse_object(text: str, flag: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UserError(f"{flag}: not valid JSON ({e.msg})") from None
+    if not isinstance(value, dict):
+        raise UserError(f"{flag}: must be a JSON object")
+    return value
+
+
+def train_argv(args: argparse.Namespace) -> list[str]:
+    """The namespace back as `ewa train` flags, for the launched processes."""
+    argv = []
+    for name in ("init", "problems", "regime", "regimes_json", "settings", "sandbox_settings", "seed", "gpus", "out",
+                 "threads"):
+        argv += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
+    return argv
+
+
+def run(args: argparse.Namespace) -> int:
+    from ewa.models.init_cli import set_threads
+    from ewa.train.launch import launch_command, under_launcher
+
+    settings = grpo_settings(parse_object(args.settings, "--settings"))
+    sandbox_settings = parse_object(args.sandbox_settings, "--sandbox-settings")
+    regimes, regime = parse_regimes(args.regimes_json, args.regime)
+    if args.gpus > 0 and settings["accelerate_config"] and not under_launcher():
+        check_init(args.init)  # fail before paying for a multi-process launch
+        return subprocess.call(launch_command(train_argv(args), settings, args.gpus))
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    set_threads(args.threads)
+    record = train_regime(args.init, args.problems, regime, regimes, settings, args.out, args.seed, sandbox_settings)
+    if record:
+        print(json.dumps({"regime": regime["name"], "global_step": record["global_step"]}))
+    return 0

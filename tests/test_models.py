@@ -1,0 +1,189 @@
+"""The shared init: tiny tokenizer (ids agree with transformers' reload), `ewa init` (loadable,
+deterministic, SFT on reference solutions), adopting a local HF directory, and bad-input errors."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import unicodedata
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from tokenizers import Tokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from ewa.cli import main
+from ewa.models.sft import sft_examples
+from ewa.models.tiny import CHAT_TEMPLATE, ENDOFTEXT, IM_END, IM_START, build_tiny_model, train_tokenizer
+from ewa.problems import Problem, make_test, write_problems
+from ewa.prompts import reasoning_messages
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+PICO = {"vocab_size": 600, "hidden_size": 32, "num_layers": 2, "num_heads": 2, "num_kv_heads": 1,
+        "intermediate_size": 64, "max_position_embeddings": 512}
+SAMPLES = [
+    "def f(x):\n    return x ** 2  # café, naïve, 日本語 😀\n",
+    "n = int(input())\n\tprint(sum(range(n)))\r\n\n\n   \n",
+    "x=12345678901234567890;y='  spaces  '\nprint(x,y)",
+    "e\u0301 composed vs \u00e9 precomposed",  # NFC makes these the same ids
+    "if a<=b and c!=d: pass\n    # trailing    \n",
+]
+
+
+def problem(pid: str) -> Problem:
+    tests = tuple(make_test(f"{n}\n{' '.join(['1'] * n)}\n", str(n), public=n == 1) for n in (1, 2, 5, 50))
+    return Problem(id=pid, source="toy", difficulty="easy", statement=f"({pid}) Read n and n numbers; print their sum.",
+                   testtype="stdin", tests=tests, meta={"solutions": {
+                       "brute": "n = int(input())\nt = 0\nfor v in input().split():\n    t += int(v)\nprint(t)",
+                       "efficient": "input()\nprint(sum(map(int, input().split())))",
+                       "wrong": ["input()\nprint(len(input()))", "print(0)"]}})
+
+
+@pytest.fixture(scope="session")
+def problems_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("problems") / "train.jsonl"
+    write_problems([problem("toy/a"), problem("toy/b")], path)
+    return path
+
+
+def init_settings(seed=0, steps=3):
+    return json.dumps({"init": "tiny", "seed": seed, "tiny": PICO,
+                       "sft": {"steps": steps, "batch_size": 4, "learning_rate": 3e-3, "logging_steps": 1}})
+
+
+@pytest.fixture(scope="session")
+def tiny_inits(tmp_path_factory, problems_file):
+    """Two `ewa init` runs with the same seed and one with another seed."""
+    root = tmp_path_factory.mktemp("inits")
+    out = {}
+    for name, seed in (("a", 0), ("b", 0), ("c", 1)):
+        rc = main(["init", "--settings", init_settings(seed), "--problems", str(problems_file),
+                   "--out", str(root / name)])
+        assert rc == 0
+        out[name] = root / name
+    return out
+
+
+def test_tokenizer_ids_agree_with_reloads(tmp_path):
+    corpus = SAMPLES * 3 + [problem("toy/a").statement]
+    tok = train_tokenizer(corpus, 400)
+    model = build_tiny_model(tok, PICO, seed=0)
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    auto = AutoTokenizer.from_pretrained(tmp_path)  # transformers rebuilds a Qwen2Tokenizer for qwen2
+    raw = Tokenizer.from_file(str(tmp_path / "tokenizer.json"))  # what tokenizer.json alone says
+    assert type(auto).__name__ == "Qwen2Tokenizer"
+    for text in SAMPLES:
+        ids = tok(text).input_ids
+        assert auto(text).input_ids == ids == raw.encode(text).ids
+        assert auto.decode(ids) == unicodedata.normalize("NFC", text)
+    assert auto("e\u0301").input_ids == auto("\u00e9").input_ids
+    assert auto.convert_tokens_to_ids([ENDOFTEXT, IM_START, IM_END]) == [0, 1, 2]
+    assert (auto.eos_token, auto.pad_token) == (IM_END, ENDOFTEXT)
+    assert model.config.vocab_size == len(auto)
+
+
+def test_chat_template_renders_chatml(tmp_path):
+    tok = train_tokenizer(SAMPLES, 300)
+    tok.save_pretrained(tmp_path)
+    auto = AutoTokenizer.from_pretrained(tmp_path)
+    assert auto.chat_template == CHAT_TEMPLATE
+    messages = reasoning_messages(problem("toy/a"))
+    text = auto.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    assert text == (f"<|im_start|>system\n{messages[0]['content']}<|im_end|>\n"
+                    f"<|im_start|>user\n{messages[1]['content']}<|im_end|>\n<|im_start|>assistant\n")
+    full = auto.apply_chat_template(messages + [{"role": "assistant", "content": "ok"}], tokenize=False)
+    assert full.endswith("<|im_start|>assistant\nok<|im_end|>\n")
+    assert "```python" in messages[0]["content"] and problem("toy/a").statement in messages[1]["content"]
+
+
+def test_sft_examples_mix_brute_efficient_and_wrong():
+    rows = sft_examples([problem("toy/a")], {"brute": 2, "efficient": 2, "wrong": 1})
+    kinds = [r["kind"] for r in rows]
+    assert kinds.count("brute") == 2 and kinds.count("efficient") == 2 and kinds.count("wrong") == 2
+    wrong = next(r for r in rows if r["kind"] == "wrong")["completion"][0]["content"]
+    efficient = next(r for r in rows if r["kind"] == "efficient")["completion"][0]["content"]
+    # a wrong attempt announces the same plan as a correct efficient one
+    assert wrong.splitlines()[0] == efficient.splitlines()[0] == "Approach: efficient algorithm."
+    assert efficient.endswith("\n```") and "```python\ninput()" in efficient
+
+
+def test_init_tiny_is_loadable(tiny_inits):
+    path = tiny_inits["a"]
+    record = json.loads((path / "ewa_init.json").read_text())
+    assert record["sft_result"]["steps"] == 3 and record["versions"]["transformers"]
+    assert record["config"]["tiny"]["hidden_size"] == 32
+    model = AutoModelForCausalLM.from_pretrained(path)
+    tok = AutoTokenizer.from_pretrained(path)
+    assert model.config.model_type == "qwen2" and model.config.num_hidden_layers == 2
+    ids = tok.apply_chat_template(reasoning_messages(problem("toy/a")), add_generation_prompt=True,
+                                  return_tensors="pt", return_dict=True)
+    out = model.generate(**ids, max_new_tokens=5, do_sample=False)
+    assert out.shape[1] == ids["input_ids"].shape[1] + 5 or tok.eos_token_id in out[0].tolist()
+    assert not any(p.name.startswith(".") for p in path.parent.iterdir())  # no temp dirs left behind
+
+
+def test_init_is_deterministic_given_the_seed(tiny_inits):
+    a, b, c = (load_file(tiny_inits[k] / "model.safetensors") for k in "abc")
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert any(not torch.equal(a[k], c[k]) for k in a)  # another seed, other weights
+    assert (tiny_inits["a"] / "tokenizer.json").read_text() == (tiny_inits["c"] / "tokenizer.json").read_text()
+
+
+def test_sft_moves_the_model_toward_the_references(tmp_path, problems_file):
+    """More SFT steps lower the loss on the reference solutions (the warm start learns)."""
+    rc = main(["init", "--settings", init_settings(steps=30), "--problems", str(problems_file),
+               "--out", str(tmp_path / "init")])
+    assert rc == 0
+    result = json.loads((tmp_path / "init" / "ewa_init.json").read_text())["sft_result"]
+    assert result["steps"] == 30 and result["last_loss"] < result["first_loss"]
+
+
+def test_init_adopts_a_local_hf_directory(tiny_inits, tmp_path, problems_file):
+    rc = main(["init", "--init", str(tiny_inits["a"]), "--settings", "{}", "--problems", str(problems_file),
+               "--out", str(tmp_path / "init")])
+    assert rc == 0
+    src, dst = load_file(tiny_inits["a"] / "model.safetensors"), load_file(tmp_path / "init" / "model.safetensors")
+    assert all(torch.equal(src[k], dst[k]) for k in src)
+    assert json.loads((tmp_path / "init" / "ewa_init.json").read_text())["source"] == str(tiny_inits["a"].resolve())
+
+
+def test_init_fine_tunes_a_local_hf_directory_when_asked(tiny_inits, tmp_path, problems_file):
+    settings = json.dumps({"sft": {"steps": 2, "batch_size": 2, "learning_rate": 1e-2}})
+    rc = main(["init", "--init", str(tiny_inits["a"]), "--settings", settings, "--problems", str(problems_file),
+               "--out", str(tmp_path / "init")])
+    assert rc == 0
+    src, dst = load_file(tiny_inits["a"] / "model.safetensors"), load_file(tmp_path / "init" / "model.safetensors")
+    assert any(not torch.equal(src[k], dst[k]) for k in src)
+    assert json.loads((tmp_path / "init" / "ewa_init.json").read_text())["sft_result"]["steps"] == 2
+
+
+@pytest.mark.parametrize("breakage, needle", [
+    ("missing", "is not a directory"),
+    ("config.json", "config.json is missing"),
+    ("model.safetensors", "has no weights"),
+    ("tokenizer.json", "has no tokenizer"),
+    ("bad-config", "config.json is not valid JSON"),
+])
+def test_bad_init_directory_is_one_clear_line(tiny_inits, tmp_path, problems_file, capsys, breakage, needle):
+    broken = tmp_path / "broken"
+    if breakage != "missing":
+        shutil.copytree(tiny_inits["a"], broken)
+        if breakage == "bad-config":
+            (broken / "config.json").write_text("{not json")
+        else:
+            (broken / breakage).unlink()
+    rc = main(["init", "--init", str(broken), "--problems", str(problems_file), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and needle in err and len(err.splitlines()) == 1 and "--init" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_unknown_tiny_setting_is_named(tmp_path, problems_file, capsys):
+    rc = main(["init", "--settings", json.dumps({"tiny": {"hidden": 3}}), "--problems", str(problems_file),
+               "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "model.tiny" in err and "'hidden'" in err and not (tmp_path / "out").exists()
