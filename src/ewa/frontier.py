@@ -21,16 +21,13 @@ import pandas as pd
 from tqdm import tqdm
 
 from ewa.ensemble import EnsembleSettings, matched_budget_table
+from ewa.merge import alpha_tag
 from ewa.io import atomic_path, provenance, sha256_file, write_json
 from ewa.metrics import (MetricsSettings, bootstrap_counts, pass_at_k_or_nan, per_problem_stats,
                          problem_difficulties, read_evals, weighted_means)
 
 ALPHA_IN_PATH = re.compile(r"alpha([+-]?\d+(?:\.\d+)?)")
 PLOTS = ("frontier", "pass_at_k", "ensembles", "overlaps")
-
-
-def alpha_tag(alpha: float) -> str:
-    return f"{alpha:+.2f}"
 
 
 def alpha_label(alpha: float) -> str:

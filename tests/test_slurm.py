@@ -1,0 +1,170 @@
+"""Real SLURM: the single-node cluster of scripts/slurm-localhost.sh runs workflows through
+snakemake-executor-plugin-slurm with profiles/slurm-localhost, and the reduced pipeline on it gives
+the same results as a local run."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.slurm, pytest.mark.timeout(2400)]
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+CLUSTER_PROFILE = ROOT / "profiles" / "slurm-localhost"
+LOCAL_PROFILE = next(p for p in (ROOT / "profiles" / "local", ROOT / "profiles" / "default") if p.is_dir())
+REDUCED = ROOT / "configs" / "reduced.yaml"
+
+
+def workflow_env() -> dict[str, str]:
+    # Jobs inherit this environment (sbatch --export=ALL): `ewa` from the venv, nothing from a hub.
+    return {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}", "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def snakemake(*args, timeout: float) -> subprocess.CompletedProcess:
+    r = subprocess.run([str(BIN / "snakemake"), *map(str, args)], cwd=ROOT, env=workflow_env(),
+                       capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, f"snakemake {' '.join(map(str, args))} failed:\n{r.stderr[-6000:]}"
+    return r
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """Bring up (or reuse) the one-node cluster; it is left running for the next session."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: scripts/slurm-localhost.sh installs slurm-wlm and starts its daemons")
+    if not shutil.which("sinfo") and not shutil.which("apt-get"):
+        pytest.skip("SLURM is not installed and apt-get is not available to install it")
+    r = subprocess.run(["bash", str(ROOT / "scripts" / "slurm-localhost.sh")], capture_output=True, text=True,
+                       timeout=900)
+    assert r.returncode == 0, r.stderr
+    state = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True).stdout.split()
+    assert state and state[0] in {"idle", "mixed", "allocated", "completing"}, state
+
+
+def slurm_log_dirs(workdir: Path) -> list[str]:
+    """One sbatch log per submitted job, in logs/slurm/group_<group>_<rules>/ or rule_<rule>/."""
+    dirs = [p.parent.name for p in (workdir / "logs" / "slurm").rglob("*.log")]
+    return sorted("_".join(d.split("_")[:2]) for d in dirs)
+
+
+def scontrol_job(job_id: str) -> dict[str, str]:
+    out = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True, check=True).stdout
+    return dict(kv.split("=", 1) for kv in out.split() if "=" in kv)
+
+
+TRIVIAL = """
+rule all:
+    input: "total.txt"
+
+rule part:
+    output: "parts/{i}.txt"
+    threads: 1
+    resources: mem_mb=100, runtime=5
+    shell: "echo $SLURM_JOB_ID > {output}"
+
+rule total:
+    input: expand("parts/{i}.txt", i=range(4))
+    output: "total.txt"
+    shell: "cat {input} > {output} && echo $SLURM_JOB_ID >> {output}"
+"""
+
+
+def test_grouped_jobs_run_as_one_slurm_job_with_layered_resources(cluster, tmp_path):
+    (tmp_path / "Snakefile").write_text(TRIVIAL)
+    snakemake("--snakefile", tmp_path / "Snakefile", "--directory", tmp_path, "--profile", CLUSTER_PROFILE,
+              "--workflow-profile", "none", "--groups", "part=parts", "--group-components", "parts=4",
+              timeout=600)
+    part_jobs = {(tmp_path / "parts" / f"{i}.txt").read_text().strip() for i in range(4)}
+    *parts, total_job = (tmp_path / "total.txt").read_text().split()
+    assert len(part_jobs) == 1 and part_jobs.pop().isdigit(), "the four parts must share one SLURM job"
+    assert parts == [parts[0]] * 4 and total_job.isdigit() and total_job != parts[0]
+    # Four 1-thread members on a 2-core node: two layers of two, so 2 CPUs, 200 MB and 2 x 5 min.
+    job = scontrol_job(parts[0])
+    assert (job["NumCPUs"], job["TimeLimit"], job["JobState"]) == ("2", "00:10:00", "COMPLETED")
+    assert re.search(r"mem=200M", job["TRES"]), job["TRES"]
+    assert slurm_log_dirs(tmp_path) == ["group_parts", "rule_total"]
+
+
+# -- the reduced pipeline, on the cluster and locally -----------------------------------------------
+
+# Provenance that legitimately differs between two runs: timings, hosts, process ids, dates, and
+# the measured speed (configs/reduced.yaml turns calibration off, so limits do not depend on it).
+VOLATILE_KEY = re.compile(r"(time|duration|elapsed|wall|seconds|_s$|per_s|speed|throughput|host|node|pid"
+                          r"|date|stamp|created|started|finished|versions|platform|slurm|logging_dir)", re.I)
+SKIPPED_SUFFIXES = (".png", ".bin", ".pt", ".pth", ".pkl", ".log")  # plots; pickles embed paths and dates
+
+
+def normalise(value, runs: tuple[str, ...]):
+    """Drop volatile keys; write the run directory as <run> (outputs may record absolute paths)."""
+    if isinstance(value, dict):
+        return {k: normalise(v, runs) for k, v in value.items() if not VOLATILE_KEY.search(str(k))}
+    if isinstance(value, list):
+        return [normalise(v, runs) for v in value]
+    if isinstance(value, str):
+        for run in runs:
+            value = value.replace(run, "<run>")
+    if isinstance(value, float) and math.isnan(value):
+        return "nan"
+    return value
+
+
+def frame(path: Path, runs):
+    import pandas as pd
+    df = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    df = df[[c for c in df.columns if not VOLATILE_KEY.search(str(c))]]
+    return normalise(json.loads(df.to_json(orient="split", double_precision=15)), runs)
+
+
+def content(path: Path, runs):
+    """What must agree between the two runs for one output file."""
+    if path.suffix == ".safetensors":  # bit-exact tensors; the header's metadata may differ
+        import torch
+        from safetensors.torch import load_file
+        return {k: (str(t.dtype), tuple(t.shape), t.contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+                for k, t in load_file(path).items()}
+    if path.suffix == ".json":
+        return normalise(json.loads(path.read_text()), runs)
+    if path.suffix == ".jsonl":
+        return [normalise(json.loads(line), runs) for line in path.read_text().splitlines() if line.strip()]
+    if path.suffix in (".parquet", ".csv"):
+        return frame(path, runs)
+    return path.read_bytes()
+
+
+def compared_files(results: Path) -> set[str]:
+    return {str(p.relative_to(results)) for p in results.rglob("*")
+            if p.is_file() and not p.name.startswith(".") and p.suffix not in SKIPPED_SUFFIXES
+            and p.relative_to(results).parts[0] != "benchmarks"}  # benchmarks/: wall times only
+
+
+@pytest.mark.slow
+def test_reduced_pipeline_on_slurm_matches_local_run(cluster, tmp_path):
+    local, slurm = tmp_path / "local", tmp_path / "slurm"
+    common = ["--snakefile", ROOT / "Snakefile", "--configfile", REDUCED]
+    # One after the other, so both see the same load (time limits are CPU time, but still).
+    snakemake(*common, "--directory", local, "--profile", LOCAL_PROFILE, "--replace-workflow-config",
+              "--cores", "2", timeout=1200)
+    run = snakemake(*common, "--directory", slurm, "--profile", CLUSTER_PROFILE, "--workflow-profile", "none",
+                    timeout=1200)
+
+    # Every job went through sbatch, grouped as profiles/slurm-localhost says.
+    assert "submitted with SLURM jobid" in run.stderr
+    assert slurm_log_dirs(slurm) == ["group_alpha", "group_data", "group_frontier", "group_train"]
+
+    runs = (str(local), str(slurm))
+    files = compared_files(local / "results")
+    assert files == compared_files(slurm / "results")
+    for kind in ("data/", "checkpoints/", "merged/", "samples/", "evals/", "frontier/"):
+        assert any(f.startswith(kind) for f in files), f"no results/{kind} output to compare"
+    differ = [f for f in sorted(files)
+              if content(local / "results" / f, runs) != content(slurm / "results" / f, runs)]
+    assert not differ, f"SLURM and local runs differ in {differ}"
