@@ -70,7 +70,10 @@ def test_paper_config_dry_run_through_slurm_profile_lists_the_full_dag(name, tmp
 @pytest.mark.parametrize("name", PAPER)
 def test_slurm_gpu_requests_match_what_the_paper_config_uses(name):
     config, res = load(ROOT / "configs" / f"{name}.yaml"), slurm_profile()["set-resources"]
-    assert res["train"]["gpu"] == config["grpo"]["num_processes"]
+    # `ewa train --gpus N` launches one accelerate process per GPU the profile gives the job
+    from ewa.train.launch import launch_command
+    command = launch_command(["--out", "x"], config["grpo"], int(res["train"]["gpu"]))
+    assert command[command.index("--num_processes") + 1] == str(res["train"]["gpu"]) and int(res["train"]["gpu"]) > 1
     assert res["sample"]["gpu"] == config["sample"]["tensor_parallel_size"]
     assert config["grpo"]["use_vllm"] and config["sample"]["backend"] == "vllm"
     assert (ROOT / config["grpo"]["accelerate_config"]).is_file()

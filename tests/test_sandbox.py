@@ -191,13 +191,13 @@ def test_backend_registry_and_commands():
     assert set(BACKENDS) >= {"bwrap", "docker", "process"} and default_backend() == "bwrap"
     with pytest.raises(ValueError, match="sandbox.backend"):
         Sandbox(backend="nope", time_factor=1.0)
-    settings = SandboxSettings(docker_image="ewa/sandbox:1", docker_memory_mb=1024, docker_pids_limit=99)
+    settings = SandboxSettings(docker_image="ewa/sandbox:1", docker_memory_mb=1024, docker_pids_limit=99, uid=65534)
     cmd = Docker(settings).command(1)
     for flag in (["run", "-i"], ["--network", "none"], ["--memory", "1024m"], ["--pids-limit", "99"],
                  ["--cap-drop", "ALL"], ["--user", "65533:65533"]):
         assert any(cmd[i:i + len(flag)] == flag for i in range(len(cmd))), flag
     assert "--read-only" in cmd and cmd[cmd.index("ewa/sandbox:1") + 1] == settings.docker_python
-    bwrap = Bwrap(SandboxSettings()).command(0)
+    bwrap = Bwrap(SandboxSettings(uid=65534)).command(0)
     hidden = {bwrap[i + 1] for i, a in enumerate(bwrap) if a == "--tmpfs"}
     assert {"/root", "/tmp"} <= hidden and "/usr" not in hidden
     assert "--die-with-parent" in bwrap and "--unshare-net" in bwrap and "--reuid=65534" in bwrap
@@ -220,3 +220,15 @@ def test_checkers_and_codec():
     assert decode(json.loads(json.dumps(encode(value)))) == value
     with pytest.raises(TypeError):
         encode(object())
+
+
+def test_concurrent_sandbox_processes_get_disjoint_uids():
+    """RLIMIT_NPROC counts per uid across the host: two jobs' sandboxes must not share uids."""
+    import subprocess
+    import sys
+    probe = "from ewa.sandbox.backends import claim_uid_block; import time; print(claim_uid_block(), flush=True); time.sleep(3)"
+    procs = [subprocess.Popen([sys.executable, "-c", probe], stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    tops = [int(p.stdout.readline()) for p in procs]
+    for p in procs:
+        p.wait()
+    assert tops[0] != tops[1] and abs(tops[0] - tops[1]) >= 128

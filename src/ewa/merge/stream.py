@@ -22,9 +22,10 @@ RECORD_FILE = "ewa_merge.json"
 # (block bytes, buffers) of the write ring: on CPU a block stays in cache from blend to write(); on a GPU
 # large blocks keep kernel launches and copies few (pinned buffers for the device-to-host copies).
 CPU_BLOCKS, GPU_BLOCKS = (1 << 20, 32), (64 << 20, 4)
-# Weights and training state belong to the source checkpoint, not to the merged model; so does its card.
+# Weights, training state and records belong to the source checkpoint, not to the merged model; so does
+# its card. (ewa_train.json/ewa_init.json would otherwise claim the merge was trained.)
 NOT_COPIED = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".gguf", ".safetensors.index.json",
-              RECORD_FILE, "trainer_state.json", "README.md")
+              RECORD_FILE, "trainer_state.json", "README.md", "ewa_train.json", "ewa_init.json", "metrics.csv")
 
 
 def resolve_device(device: str = "auto") -> str:

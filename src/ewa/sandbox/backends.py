@@ -29,7 +29,7 @@ class SandboxSettings:
     backend: str | None = None  # bwrap | docker | process; None or "auto": default_backend()
     workers: int = 0  # fork servers; 0 means one per core
     python: str = "/usr/bin/python3"  # the lean interpreter that runs model code (not the venv)
-    uid: int = 65534  # worker i runs as uid - i: its own NPROC budget and signal scope
+    uid: int | None = None  # worker i runs as uid - i; None: a block of uids no other live sandbox holds
     hide: tuple[str, ...] = ()  # more host paths to hide in the bwrap sandbox
     tmp_size_mb: int = 256  # size of the sandbox's private /tmp (and /dev/shm)
     max_processes: int = 32  # RLIMIT_NPROC for a candidate (processes and threads)
@@ -75,7 +75,9 @@ class Backend:
         return True
 
     def uid(self, index: int) -> int:
-        return self.settings.uid - index
+        if self.settings.uid is not None:
+            return self.settings.uid - index
+        return claim_uid_block() - index
 
     def server(self, python: str) -> list[str]:
         scratch = [a for d in self.scratch for a in ("--scratch", d)]
@@ -221,6 +223,31 @@ def bwrap_works(python: str) -> bool:
         return subprocess.run(cmd, capture_output=True, timeout=30).returncode == 0
     except (OSError, subprocess.SubprocessError):
         return False
+
+
+UID_BLOCK_TOP, UID_BLOCK_SIZE, UID_BLOCKS = 65533, 128, 100
+UID_LOCK_DIR = "/tmp/ewa-sandbox-uids"
+
+
+@functools.cache
+def claim_uid_block() -> int:
+    """The top uid of a block held (by an flock) for this process's lifetime; one block per process.
+
+    Sandboxes of concurrent jobs (sampling beside evaluation) must not share uids: RLIMIT_NPROC is
+    counted per uid across the host, so one job's fork bomb would starve the other's candidates.
+    """
+    import fcntl
+
+    os.makedirs(UID_LOCK_DIR, mode=0o700, exist_ok=True)
+    for block in range(UID_BLOCKS):
+        fd = os.open(os.path.join(UID_LOCK_DIR, f"{block}.lock"), os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        return UID_BLOCK_TOP - block * UID_BLOCK_SIZE  # the open fd keeps the lock until exit
+    raise RuntimeError(f"sandbox: all {UID_BLOCKS} uid blocks are in use")
 
 
 def kill_uid_processes(uid: int, started_at: float) -> None:

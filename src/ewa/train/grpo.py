@@ -184,10 +184,12 @@ def check_init(init: str | os.PathLike) -> Path:
 
 
 def init_fingerprint(init: Path) -> dict:
-    """Identifies the init without hashing gigabytes: its provenance record plus its files' sizes and mtimes."""
-    files = {f.name: [f.stat().st_size, f.stat().st_mtime_ns] for f in sorted(init.iterdir()) if f.is_file()}
+    """Identifies the init by content without hashing gigabytes (the merge's sampled weight hash),
+    so a copied or re-made identical init resumes, and a SLURM run records what a local run does."""
+    from ewa.merge.checkpoint import fingerprint, read_checkpoint
+
     stamp = init / "ewa_init.json"
-    return {"path": str(init.resolve()), "files": files,
+    return {**fingerprint(read_checkpoint(init)),
             "ewa_init_sha256": sha256_file(stamp) if stamp.is_file() else None}
 
 
