@@ -108,10 +108,19 @@ CASES = {
 }
 
 
-@pytest.fixture(scope="module", params=["bwrap", "process"])
+def docker_image_ready(image: str = "ewa-sandbox:latest") -> bool:
+    import shutil
+    import subprocess
+    return bool(shutil.which("docker")) and subprocess.run(
+        ["docker", "image", "inspect", image], capture_output=True).returncode == 0
+
+
+@pytest.fixture(scope="module", params=["bwrap", "process", pytest.param("docker", marks=pytest.mark.docker)])
 def sb(request):
     if request.param == "bwrap" and default_backend() != "bwrap":
         pytest.skip("bubblewrap is not usable here")
+    if request.param == "docker" and not docker_image_ready():
+        pytest.skip("no Docker engine with ewa-sandbox:latest (make docker-sandbox builds it)")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         # Without pid namespaces (process backend) a uid nobody else uses keeps kill(-1) and the
