@@ -2,10 +2,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
-from ewa.io import provenance, write_json
+from ewa.io import json_object_arg, provenance, write_json
 from ewa.loaders import FORMATS, load
 from ewa.problems import write_problems
 
@@ -30,9 +29,9 @@ SPEC_KEYS = ("format", "input", "split", "difficulty", "date_from", "date_to", "
 
 
 def run(args: argparse.Namespace) -> int:
-    options = json.loads(args.options)
+    options = json_object_arg(args.options, "--options")
     if args.spec:
-        spec = json.loads(args.spec)
+        spec = json_object_arg(args.spec, "--spec")
         for key in SPEC_KEYS:
             if key in spec:
                 setattr(args, key, spec.pop(key))

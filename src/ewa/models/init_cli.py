@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 from ewa.cli import UserError
-from ewa.io import atomic_path, provenance, sha256_file, write_json
+from ewa.io import atomic_path, json_object_arg, provenance, sha256_file, write_json
 from ewa.problems import Problem, read_problems
 from ewa.prompts import IO_INSTRUCTIONS, PLANS, SYSTEM_PROMPT
 
@@ -148,12 +148,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        settings = json.loads(args.settings)
-    except json.JSONDecodeError as e:
-        raise UserError(f"--settings: not valid JSON ({e.msg})") from None
-    if not isinstance(settings, dict):
-        raise UserError("--settings: must be a JSON object (the config's `model` section)")
+    settings = json_object_arg(args.settings, "--settings")  # the config's `model` section
     init = args.init or settings.get("init") or "tiny"
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     set_threads(args.threads)

@@ -1,10 +1,9 @@
 """`ewa sample`: sample a model on a benchmark in one inference setting."""
 from __future__ import annotations
 
-import json
-from pathlib import Path
 
 from ewa.cli import UserError
+from ewa.io import json_object_arg
 
 
 def add_arguments(p) -> None:
@@ -27,16 +26,7 @@ def add_arguments(p) -> None:
 
 
 def read_settings(text: str) -> dict:
-    source = "--settings"
-    if not text.lstrip().startswith("{"):
-        source, text = text, Path(text).read_text()
-    try:
-        settings = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise UserError(f"{source}: not valid JSON ({e.msg})") from None
-    if not isinstance(settings, dict):
-        raise UserError(f"{source}: expected a JSON object")
-    return settings
+    return json_object_arg(text, "--settings")
 
 
 def run(args) -> int:

@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 from ewa.cli import UserError
-from ewa.io import atomic_path, provenance, sha256_file, write_json
+from ewa.io import atomic_path, json_object_arg, provenance, sha256_file, write_json
 from ewa.problems import Problem, read_problems
 from ewa.tiers import TierError, check_regimes, regime_tests
 
@@ -319,16 +319,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="torch CPU threads (1: tiny models lose more to thread sync than they gain)")
 
 
-def parse_object(text: str, flag: str) -> dict:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise UserError(f"{flag}: not valid JSON ({e.msg})") from None
-    if not isinstance(value, dict):
-        raise UserError(f"{flag}: must be a JSON object")
-    return value
-
-
 def train_argv(args: argparse.Namespace) -> list[str]:
     """The namespace back as `ewa train` flags, for the launched processes."""
     argv = []
@@ -342,8 +332,8 @@ def run(args: argparse.Namespace) -> int:
     from ewa.models.init_cli import set_threads
     from ewa.train.launch import launch_command, under_launcher
 
-    settings = grpo_settings(parse_object(args.settings, "--settings"))
-    sandbox_settings = parse_object(args.sandbox_settings, "--sandbox-settings")
+    settings = grpo_settings(json_object_arg(args.settings, "--settings"))
+    sandbox_settings = json_object_arg(args.sandbox_settings, "--sandbox-settings")
     regimes, regime = parse_regimes(args.regimes_json, args.regime)
     if args.gpus > 0 and settings["accelerate_config"] and not under_launcher():
         check_init(args.init)  # fail before paying for a multi-process launch
