@@ -76,3 +76,14 @@ def test_without_the_prompt_helpers_come_from_the_candidate(sb, humaneval):
     picked = [(p, r) for p, r in zip(problems, rows) if p.id in helpers]
     bare = [Problem(**{**p.__dict__, "starter_code": ""}) for p, _ in picked]
     assert judge_all(sb, bare, [r["prompt"] + r["canonical_solution"] for _, r in picked]) == [AC] * 4
+
+
+def test_canonical_solutions_pass_the_public_docstring_tests():
+    """Agentic feedback is built on public tests, so they must agree with the hidden suite."""
+    from ewa.loaders import load
+    problems = [p for p in load("humaneval").problems if p.public_tests]
+    assert len(problems) > 100
+    with Sandbox(backend="auto", workers=2, time_factor=1.0) as sb:
+        jobs = [(p, p.starter_code + p.meta["canonical_solution"], [i for i, _ in p.public_tests]) for p in problems]
+        failing = [p.id for (p, _, _), r in zip(jobs, sb.judge_many(jobs)) if r.verdict != "AC"]
+    assert failing == []

@@ -6,6 +6,7 @@ has something to show without revealing the hidden suite.
 """
 from __future__ import annotations
 
+import ast
 import gzip
 import importlib.resources
 import json
@@ -28,11 +29,35 @@ def _examples(prompt: str, entry_point: str):
     yield from ((m["call"], m["expected"]) for m in inline.finditer(prompt))
 
 
-def public_checks(prompt: str, entry_point: str) -> list[str]:
+# Docstring examples that contradict the problem's own hidden test (HumanEval/47: the median of
+# [-10, 4, 6, 1000, 10, 20] is 8.0, not 15.0); feedback built on them would mislead.
+KNOWN_WRONG_EXAMPLES = {("HumanEval/47", "median([-10, 4, 6, 1000, 10, 20])")}
+
+
+def _literal_call(call: str) -> bool:
+    """Only calls on literal arguments: prose such as `is_simple_power(1, 4) => true` is not a test."""
+    try:
+        node = ast.parse(call, mode="eval").body
+        if not isinstance(node, ast.Call):
+            return False
+        for arg in [*node.args, *(k.value for k in node.keywords)]:
+            ast.literal_eval(arg)  # raises on names and expressions
+        return True
+    except (SyntaxError, ValueError):
+        return False
+
+
+def public_checks(prompt: str, entry_point: str, task_id: str = "") -> list[str]:
     checks = []
     for call, expected in _examples(prompt, entry_point):
         call, expected = call.strip(), expected.strip()
-        if not call.startswith(entry_point + "("):
+        if not call.startswith(entry_point + "(") or (task_id, call) in KNOWN_WRONG_EXAMPLES:
+            continue
+        try:
+            ast.literal_eval(expected)
+        except (SyntaxError, ValueError):
+            continue
+        if not _literal_call(call):
             continue
         code = f"def check(candidate):\n    assert candidate{call[len(entry_point):]} == {expected}\n"
         try:
@@ -48,7 +73,7 @@ def convert(rec: dict, where: str) -> Problem:
     if missing:
         raise ProblemError(f"{where}record {rec.get('task_id')!r}: field '{missing[0]}' missing or not a string")
     hidden = rec["test"]
-    tests = [make_test(c, "", public=True) for c in public_checks(rec["prompt"], rec["entry_point"])]
+    tests = [make_test(c, "", public=True) for c in public_checks(rec["prompt"], rec["entry_point"], rec["task_id"])]
     tests.append(make_test(hidden, "", public=False))
     return Problem(
         id=rec["task_id"].replace("HumanEval/", "humaneval/"), source="humaneval", difficulty="easy",
