@@ -157,12 +157,8 @@ def comparable(path: Path):
     if path.suffix == ".parquet":
         df = pd.read_parquet(path)
         return df.drop(columns=[c for c in df.columns if "time" in c], errors="ignore").to_json()
-    if path.suffix in (".json",) or path.name.endswith("provenance.json"):
+    if path.suffix in (".json", ".png", ".svg", ".log"):  # provenance records; plots (checked elsewhere)
         return None
-    if path.suffix == ".jsonl":
-        return path.read_text()
-    if path.suffix in (".png", ".svg", ".csv", ".log"):
-        return None if path.suffix in (".png", ".svg", ".log") else path.read_text()
     return path.read_bytes()
 
 

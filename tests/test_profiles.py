@@ -1,5 +1,5 @@
 """The machine profiles plan the right DAG: dry runs of the paper configs through profiles/slurm and of
-the miniature through profiles/default, with job counts computed from each config, and GPU requests
+the miniature through profiles/local, with job counts computed from each config, and GPU requests
 that match what the config will use."""
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.timeout(2400)]
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 CLUSTER_PROFILE = ROOT / "profiles" / "slurm-localhost"
-LOCAL_PROFILE = next(p for p in (ROOT / "profiles" / "local", ROOT / "profiles" / "default") if p.is_dir())
+LOCAL_PROFILE = ROOT / "profiles" / "local"
 REDUCED = ROOT / "configs" / "reduced.yaml"
 
 

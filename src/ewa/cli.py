@@ -23,7 +23,7 @@ COMMANDS = {
 }
 
 
-class UserError(Exception):
+class UserError(ValueError):
     """Bad input from the user: printed as one line, exit code 2, no traceback."""
 
 
@@ -41,9 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return modules[args.command].run(args) or 0
-    except (UserError, ValueError, FileNotFoundError, KeyError) as e:
-        if isinstance(e, KeyError) and not isinstance(e, UserError):
-            raise
+    except (ValueError, FileNotFoundError) as e:  # bad input (UserError included): one line, no traceback
         print(f"ewa {args.command}: error: {e}", file=sys.stderr)
         return 2
 
