@@ -47,10 +47,9 @@ def calibration_input(wildcards):
 def sandbox_flags(wildcards, input):
     """The sandbox options every judging job passes: backend, interpreter, time-limit factor.
     Backend "auto" is resolved by the job itself, on the machine that runs it."""
-    flags = f"--sandbox-backend {config['sandbox']['backend']} --python {config['sandbox']['python']}"
-    if config["sandbox"]["calibrate"]:
-        return flags + f" --calibration {input.calibration[0]}"
-    return flags + " --time-factor 1.0"
+    sb = config["sandbox"]
+    limits = f"--calibration {input.calibration[0]}" if sb["calibrate"] else "--time-factor 1.0"
+    return f"--sandbox-backend {sb['backend']} --python {sb['python']} {limits}"
 
 
 def sandbox_settings(wildcards, input):
@@ -76,10 +75,13 @@ def merged_model(wildcards):
 
 
 def frontier_targets():
+    # The claims compare the trained endpoints, so they need alphas 0 and 1 in the grid.
+    endpoints = {0.0, 1.0} <= set(ALPHAS.values())
     return expand(
-        "results/frontier/{benchmark}/{setting}/frontier.csv",
+        "results/frontier/{benchmark}/{setting}/{table}.csv",
         benchmark=BENCHMARKS,
         setting=SETTINGS,
+        table=["frontier", "claims"] if endpoints else ["frontier"],
     )
 
 

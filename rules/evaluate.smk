@@ -1,4 +1,4 @@
-# Judge every sample on the full hidden suite: a verdict per sample, first failing test and tier.
+# Judge every sample on the hidden suite, in size order: a verdict per sample, first failing test and tier.
 
 
 rule evaluate:
@@ -11,6 +11,7 @@ rule evaluate:
         "results/evals/alpha{tag}/{benchmark}/{setting}.parquet",
     params:
         sandbox=sandbox_flags,
+        early_stop="--early-stop" if config["evaluate"]["early_stop"] else "",
     threads: 2
     conda:
         "../envs/ewa.yaml"
@@ -20,5 +21,5 @@ rule evaluate:
         "results/benchmarks/evaluate/alpha{tag}/{benchmark}/{setting}.tsv"
     shell:
         "ewa evaluate --problems {input.problems} --samples {input.samples} --tiers {input.tiers} "
-        "{params.sandbox} --workers {threads} "
+        "{params.sandbox} {params.early_stop} --workers {threads} "
         "--out {output} 2> {log}"

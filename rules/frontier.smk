@@ -46,3 +46,30 @@ rule frontier:
         "ewa frontier --evals {params.evals} --problems {input.problems} --k {params.k} "
         "--budget {params.budget} --bootstrap {params.bootstrap} --seed {params.seed} "
         "--out-dir results/frontier/{wildcards.benchmark}/{wildcards.setting} 2> {log}"
+
+
+# The study's four claims on this run, each with a paired bootstrap CI over problems.
+rule claims:
+    input:
+        evals=frontier_evals,
+        ensembles="results/frontier/{benchmark}/{setting}/ensembles.csv",
+    output:
+        table="results/frontier/{benchmark}/{setting}/claims.csv",
+        per_alpha="results/frontier/{benchmark}/{setting}/per_alpha.csv",
+        html=report(
+            "results/frontier/{benchmark}/{setting}/claims.html",
+            caption="../report/claims.rst",
+            category="Claims",
+            subcategory="{benchmark} / {setting}",
+        ),
+    params:
+        evals=frontier_eval_args,
+        bootstrap=config["evaluate"]["bootstrap"],
+        seed=config["seed"],
+    conda:
+        "../envs/ewa.yaml"
+    log:
+        "logs/claims/{benchmark}/{setting}.log",
+    shell:
+        "ewa claims --evals {params.evals} --ensembles {input.ensembles} --bootstrap {params.bootstrap} "
+        "--seed {params.seed} --out {output.table} > {log} 2>&1"

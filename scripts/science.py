@@ -1,132 +1,93 @@
-"""Measure the study's four claims on finished runs and write them into the README.
+"""Combine the claims of several seeds' runs into the README's results section and a seed-band plot.
 
     python scripts/science.py RUN_DIR [RUN_DIR ...] [--benchmark mini] [--setting reasoning] [--readme README.md]
 
-Each RUN_DIR holds one seed's `results/` (the working directory of a `make demo` or `make science`
-run). Every number comes from the pipeline's own evaluation tables; CIs are paired bootstraps over
-problems, and the seed spread is the standard deviation of the point estimates across runs.
+Each RUN_DIR is the working directory of one seed's run (`make demo` writes `.`, `make science` adds
+runs/seed<N>). Every number comes from the pipeline's own outputs: each run's
+results/frontier/{benchmark}/{setting}/claims.csv (`ewa claims`: paired bootstrap CIs over problems)
+and per_alpha.csv. The seed spread is the standard deviation of a claim's value across runs.
 """
 from __future__ import annotations
 
 import argparse
-import re
-import shutil
+import json
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
+import matplotlib
 
-from ewa.frontier import load_grid
-from ewa.metrics import bootstrap_counts
-from ewa.sandbox.types import VERDICTS
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
 
-OPT = [VERDICTS.index(v) for v in ("TLE", "MLE")]
-CORR = [VERDICTS.index(v) for v in ("WA", "RE", "CE")]
 START, END = "<!-- science:start -->", "<!-- science:end -->"
+RATES = (("opt", "TLE+MLE", "tab:red"), ("corr", "WA+RE+CE", "tab:blue"), ("ac", "AC", "tab:green"))
 
 
-def grid_of(run: Path, benchmark: str, setting: str):
-    specs = []
-    for path in sorted((run / "results/evals").glob(f"alpha*/{benchmark}/{setting}.parquet")):
-        specs.append((float(re.fullmatch(r"alpha([+-]\d+\.\d+)", path.parts[-3])[1]), path))
-    if not specs:
-        raise SystemExit(f"science: no evaluation tables for {benchmark}/{setting} under {run}/results/evals")
-    return load_grid(specs)
+def read_run(run: Path, benchmark: str, setting: str) -> tuple[pd.DataFrame, pd.DataFrame, int]:
+    where = run / "results/frontier" / benchmark / setting
+    missing = [f for f in ("claims.csv", "per_alpha.csv") if not (where / f).is_file()]
+    if missing:
+        raise SystemExit(f"science: {where / missing[0]} is missing (run the pipeline in {run} first)")
+    seed = json.loads((where / "claims.provenance.json").read_text())["config"]["seed"]  # the run's seed
+    return pd.read_csv(where / "claims.csv"), pd.read_csv(where / "per_alpha.csv"), int(seed)
 
 
-def shares(grid):
-    """Per-problem shares [p, a]: optimization failures, correctness failures, AC."""
-    n = grid.counts.sum(-1)
-    return {name: grid.counts[..., cols].sum(-1) / n
-            for name, cols in (("opt", OPT), ("corr", CORR), ("ac", [0]))}
+def overall(verdicts: list[str]) -> str:
+    hits = sum(v == "reproduced" for v in verdicts)
+    if all(v == "no room" for v in verdicts):
+        return "no room (see note)"
+    if hits == len(verdicts):
+        return "**reproduced**"
+    if hits == 0:
+        kinds = sorted(set(verdicts))
+        return "not reproduced" + (f" ({', '.join(kinds)})" if kinds != ["not reproduced"] else "")
+    return f"mixed: {hits} of {len(verdicts)} seeds"
 
 
-def paired(values: np.ndarray, boot: np.ndarray) -> tuple[float, float, float]:
-    """Mean over problems of a per-problem quantity, with a 95% bootstrap CI (problems resampled)."""
-    means = (boot @ values) / boot.sum(1)
-    return float(values.mean()), float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
+def claims_table(claims: list[pd.DataFrame], seeds: list[int]) -> list[str]:
+    lines = [f"| claim | measure | seed {seeds[0]}: value [95% CI] | mean ± sd over {len(seeds)} seeds "
+             "| per seed | verdict |", "|---|---|---|---|---|---|"]
+    for i, row in claims[0].iterrows():
+        values = pd.Series([c.loc[i, "value"] for c in claims])
+        verdicts = [c.loc[i, "verdict"] for c in claims]
+        per_seed = ", ".join(f"{v:+.3f}" for v in values)
+        spread = f"{values.mean():+.3f} ± {values.std(ddof=1):.3f}" if len(values) > 1 else "one seed"
+        verdict = overall(verdicts) + (f"; {row['note']}" if isinstance(row["note"], str) and row["note"] else "")
+        lines.append(f"| {row['title']} | {row['measure']} | {row['value']:+.3f} [{row['ci_lo']:+.3f}, "
+                     f"{row['ci_hi']:+.3f}] | {spread} | {per_seed} | {verdict} |")
+    return lines
 
 
-def claims_of(run: Path, benchmark: str, setting: str, reps: int = 1000, seed: int = 0) -> dict:
-    grid = grid_of(run, benchmark, setting)
-    s, a = shares(grid), grid.alphas
-    if not (np.isclose(a, 0).any() and np.isclose(a, 1).any()):
-        raise SystemExit(f"science: {run}: the alpha grid must contain the endpoints 0 and 1, got {a.tolist()}")
-    lo, hi = int(np.argmin(abs(a - 0))), int(np.argmin(abs(a - 1)))
-    boot = bootstrap_counts(len(grid.problem_ids), reps, seed)  # counts[r, p]
-    out = {
-        "opt_high_minus_low": paired(s["opt"][:, hi] - s["opt"][:, lo], boot),
-        "corr_high_minus_low": paired(s["corr"][:, hi] - s["corr"][:, lo], boot),
-        "ac_high_minus_low": paired(s["ac"][:, hi] - s["ac"][:, lo], boot),
-        "opt_beyond_high": paired(s["opt"][:, -1] - s["opt"][:, hi], boot),
-        "opt_below_low": paired(s["opt"][:, 0] - s["opt"][:, lo], boot),
-        "corr_beyond_high": paired(s["corr"][:, -1] - s["corr"][:, hi], boot),
-        "corr_below_low": paired(s["corr"][:, 0] - s["corr"][:, lo], boot),
-    }
-    inner = [i for i in range(len(a)) if 0 < a[i] < 1]
-    between = [min(s[k][:, lo].mean(), s[k][:, hi].mean()) - 0.02 <= s[k][:, i].mean()
-               <= max(s[k][:, lo].mean(), s[k][:, hi].mean()) + 0.02 for k in ("opt", "corr") for i in inner]
-    out["interpolated_between"] = (float(np.mean(between)) if between else float("nan"),) * 3
-    ens = pd.read_csv(run / f"results/frontier/{benchmark}/{setting}/ensembles.csv")
-    mix = ens[(ens["split"] == "all") & (ens["ensemble"] == "uniform all")].head(1)
-    if len(mix):
-        out["ensemble_gain"] = tuple(float(mix[c].iloc[0]) for c in ("gain_vs_best_single", "gain_lo", "gain_hi"))
-    # An endpoint already at 0 leaves extrapolation no room to fall further: say so, not "failed".
-    out["opt_at_floor"] = bool(s["opt"][:, hi].mean() == 0)
-    out["alphas"] = a.tolist()
-    out["per_alpha"] = {k: s[k].mean(0).tolist() for k in s}
-    return out
+def rates_table(per_alpha: list[pd.DataFrame]) -> list[str]:
+    alphas = per_alpha[0]["alpha"]
+    lines = ["| alpha | " + " | ".join(f"{a:+.2f}" for a in alphas) + " |", "|---|" + "---|" * len(alphas)]
+    stacked = pd.concat(per_alpha).groupby("alpha")
+    mean, sd = stacked.mean(), stacked.std(ddof=1)
+    for key, label, _ in RATES:
+        cells = [f"{mean.loc[a, key]:.3f}" + (f" ± {sd.loc[a, key]:.3f}" if len(per_alpha) > 1 else "") for a in alphas]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines
 
 
-ROWS = [
-    ("1. optimization failures fall with coverage", "opt_high_minus_low", "<0", "TLE+MLE share, alpha 1 minus alpha 0"),
-    ("2. correctness failures rise with coverage", "corr_high_minus_low", ">0", "WA+RE+CE share, alpha 1 minus alpha 0"),
-    ("2b. solve rate roughly flat", "ac_high_minus_low", "~0", "AC share, alpha 1 minus alpha 0"),
-    ("3a. interpolated alphas lie between the endpoints", "interpolated_between", "=1", "share of (alpha, rate) pairs within 0.02 of the endpoint range"),
-    ("3b. extrapolation beyond 1 continues: fewer optimization failures", "opt_beyond_high", "<0", "TLE+MLE share, largest alpha minus alpha 1"),
-    ("3c. extrapolation below 0 continues: more optimization failures", "opt_below_low", ">0", "TLE+MLE share, smallest alpha minus alpha 0"),
-    ("3d. extrapolation beyond 1: more correctness failures", "corr_beyond_high", ">0", "WA+RE+CE share, largest alpha minus alpha 1"),
-    ("4. matched-budget ensemble >= best single checkpoint", "ensemble_gain", ">=0", "pass@B of a uniform mix of all alphas minus the best single alpha"),
-]
-
-
-def verdict(sign: str, lo: float, hi: float, point: float) -> str:
-    if np.isnan(point):
-        return "n/a"
-    if sign == "<0":
-        return "reproduced" if hi < 0 else ("direction only" if point < 0 else "not reproduced")
-    if sign == ">0":
-        return "reproduced" if lo > 0 else ("direction only" if point > 0 else "not reproduced")
-    if sign == ">=0":
-        return "reproduced" if point >= 0 else "not reproduced"
-    if sign == "~0":
-        return "reproduced" if lo <= 0.05 and hi >= -0.05 and abs(point) <= 0.05 else "not reproduced"
-    return "reproduced" if point >= 0.99 else ("partly" if point >= 0.5 else "not reproduced")
-
-
-def section(runs: list[dict], names: list[str], benchmark: str, setting: str) -> str:
-    first = runs[0]
-    lines = [START, "", f"Measured by `scripts/science.py` on {benchmark} (held-out) / {setting}, "
-             f"{len(runs)} seed(s): {', '.join(names)}. CI: 95% paired bootstrap over problems (first seed); "
-             "spread: standard deviation across seeds.", "",
-             "| claim | measure | value [95% CI] | seed spread | verdict |", "|---|---|---|---|---|"]
-    for title, key, sign, measure in ROWS:
-        if key not in first:
-            lines.append(f"| {title} | {measure} | n/a | n/a | n/a |")
-            continue
-        point, lo, hi = first[key]
-        spread = np.std([r[key][0] for r in runs if key in r]) if len(runs) > 1 else float("nan")
-        spread_txt = f"±{spread:.3f}" if not np.isnan(spread) else "one seed"
-        outcome = verdict(sign, lo, hi, point)
-        if key == "opt_beyond_high" and first.get("opt_at_floor"):
-            outcome = "no room: alpha 1 already has no TLE/MLE"
-        lines.append(f"| {title} | {measure} | {point:+.3f} [{lo:+.3f}, {hi:+.3f}] | {spread_txt} | {outcome} |")
-    lines += ["", "Per alpha (first seed):", "", "| alpha | " + " | ".join(f"{a:+.2f}" for a in first["alphas"]) + " |",
-              "|---|" + "---|" * len(first["alphas"])]
-    for k, label in (("opt", "TLE+MLE"), ("corr", "WA+RE+CE"), ("ac", "AC")):
-        lines.append(f"| {label} | " + " | ".join(f"{v:.3f}" for v in first["per_alpha"][k]) + " |")
-    lines += ["", f"![frontier](docs/frontier-{benchmark}-{setting}.png)", "", END]
-    return "\n".join(lines)
+def plot(per_alpha: list[pd.DataFrame], seeds: list[int], out: Path, title: str) -> None:
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for key, label, color in RATES:
+        for j, table in enumerate(per_alpha):
+            ax.plot(table["alpha"], table[key], color=color, alpha=0.35, lw=1, marker="o", ms=3,
+                    label=f"{label} (one line per seed)" if j == 0 else None)
+        mean = pd.concat(per_alpha).groupby("alpha")[key].mean()
+        ax.plot(mean.index, mean.values, color=color, lw=2.5)
+    for edge in (0, 1):
+        ax.axvline(edge, color="grey", ls=":", lw=1)
+    ax.set_xlabel("alpha  (0 = low-coverage checkpoint, 1 = high-coverage)")
+    ax.set_ylabel("share of samples")
+    ax.set_title(f"{title}: seeds {', '.join(map(str, seeds))}; thick line = mean")
+    ax.legend(fontsize=8, loc="center right")
+    fig.tight_layout()
+    tmp = out.with_name(out.stem + ".tmp.png")
+    fig.savefig(tmp, dpi=120)
+    plt.close(fig)
+    tmp.replace(out)
 
 
 def main() -> None:
@@ -136,19 +97,30 @@ def main() -> None:
     p.add_argument("--setting", default="reasoning")
     p.add_argument("--readme", type=Path, default=Path("README.md"))
     args = p.parse_args()
-    runs = [claims_of(r, args.benchmark, args.setting) for r in args.runs]
-    names = ["demo (seed 0)" if str(r) == "." else str(r) for r in args.runs]
-    text = section(runs, names, args.benchmark, args.setting)
-    plot = args.runs[0] / f"results/frontier/{args.benchmark}/{args.setting}/frontier.png"
-    docs = args.readme.parent / "docs"
-    docs.mkdir(exist_ok=True)
-    shutil.copy(plot, docs / f"frontier-{args.benchmark}-{args.setting}.png")
+    read = [read_run(r, args.benchmark, args.setting) for r in args.runs]
+    claims, per_alpha, seeds = [c for c, _, _ in read], [a for _, a, _ in read], [s for _, _, s in read]
+    if len({tuple(a["alpha"]) for a in per_alpha}) > 1:
+        raise SystemExit("science: the runs use different alpha grids; compare runs of one config")
+    figure = f"docs/frontier-{args.benchmark}-{args.setting}-seeds.png"
+    (args.readme.parent / "docs").mkdir(exist_ok=True)
+    plot(per_alpha, seeds, args.readme.parent / figure, f"{args.benchmark} held-out, {args.setting}")
+    text = "\n".join([
+        START, "",
+        f"Generated by `scripts/science.py` (`make science`) from runs with seeds {', '.join(map(str, seeds))} "
+        f"on {args.benchmark} (held-out) / {args.setting}. CI: 95% paired bootstrap over problems, shown for "
+        f"seed {seeds[0]}; every run's own CIs are in its `results/frontier/{args.benchmark}/{args.setting}/claims.csv` "
+        "and report. Verdict: reproduced when every seed's CI lies on the claimed side.", "",
+        *claims_table(claims, seeds), "",
+        "Verdict shares per alpha (mean ± sd over seeds):", "", *rates_table(per_alpha), "",
+        f"![frontier across seeds]({figure})", "", END])
     readme = args.readme.read_text()
     if START in readme:
         readme = readme[:readme.index(START)] + text + readme[readme.index(END) + len(END):]
     else:
         readme += "\n## Does the miniature reproduce the study?\n\n" + text + "\n"
-    args.readme.write_text(readme)
+    tmp = args.readme.with_suffix(".md.tmp")
+    tmp.write_text(readme)
+    tmp.replace(args.readme)
     print(text)
 
 

@@ -20,6 +20,7 @@ COMMANDS = {
     "sample": ("ewa.sample.cli", "sample a model on a benchmark in one inference setting"),
     "metrics": ("ewa.metrics_cli", "pass@k, verdict mix and failure rates of evaluated samples"),
     "frontier": ("ewa.frontier", "aggregate the alpha grid into the frontier and ensembles"),
+    "claims": ("ewa.claims", "test the study's four claims on one run's alpha grid, with bootstrap CIs"),
 }
 
 
