@@ -47,6 +47,7 @@ def test_claims_match_hand_counted_rates(tmp_path, capsys):
     ens = pd.read_csv(tmp_path / "results/frontier/mini/reasoning/ensembles.csv")
     uniform = ens[(ens.split == "all") & (ens.ensemble == "uniform all")].iloc[0]
     assert claims.loc["ensemble_uniform", "value"] == pytest.approx(uniform.gain_vs_best_single)
+    assert claims.loc["ensemble_uniform", "note"] == "headroom: 3 of 4 problems solved by some alpha, 3 by the best single one"
     assert "<table" in (tmp_path / "results/frontier/mini/reasoning/claims.html").read_text()
     per_alpha = pd.read_csv(tmp_path / "results/frontier/mini/reasoning/per_alpha.csv")
     assert per_alpha.opt.tolist() == pytest.approx([expected_rate(a, OPT) for a in (-0.5, 0.0, 0.5, 1.0, 1.5)])

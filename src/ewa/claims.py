@@ -107,10 +107,11 @@ def measure(grid: AlphaGrid, ensembles: pd.DataFrame | None, reps: int, seed: in
     rows = []
     for c in CLAIMS:
         point, low, high = values[c.key]
-        why = note(c.key, rates, lo, hi)
+        why = note(c.key, rates, lo, hi) or (ceiling(grid) if c.key.startswith("ensemble") else "")
         rows.append({"claim": c.key, "title": c.title, "measure": c.measure, "expect": c.expect,
                      "value": point, "ci_lo": low, "ci_hi": high,
-                     "verdict": "no room" if why else verdict(c.expect, point, low, high), "note": why})
+                     "verdict": "no room" if why.startswith("no room") else verdict(c.expect, point, low, high),
+                     "note": why})
     return pd.DataFrame(rows)
 
 
@@ -130,6 +131,13 @@ def note(key: str, rates: dict, lo: int, hi: int) -> str:
     if key == "corr_below_low" and rates["corr"][lo] == 0:
         return "no room: alpha 0 has no WA/RE/CE"
     return ""
+
+
+def ceiling(grid: AlphaGrid) -> str:
+    """An ensemble can only add problems some alpha solves and the best one does not."""
+    solved = grid.counts[..., VERDICTS.index("AC")] > 0  # [problem, alpha], within the n samples drawn
+    return (f"headroom: {int(solved.any(1).sum())} of {len(solved)} problems solved by some alpha, "
+            f"{int(solved.sum(0).max())} by the best single one")
 
 
 def per_alpha(grid: AlphaGrid) -> pd.DataFrame:
