@@ -95,3 +95,4 @@ def test_science_rewrites_only_its_readme_section(tmp_path, capsys):
     rows = [line for line in text.splitlines() if line.startswith("| 1. optimization failures")]
     assert len(rows) == 1 and "-0.375 ± 0.000" in rows[0] and "**reproduced**" in rows[0]
     assert (tmp_path / "docs/frontier-mini-reasoning-seeds.png").stat().st_size > 10_000
+    assert (tmp_path / "docs/frontier-mini-reasoning.png").stat().st_size > 10_000
