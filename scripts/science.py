@@ -21,7 +21,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 START, END = "<!-- science:start -->", "<!-- science:end -->"
-RATES = (("opt", "TLE+MLE", "tab:red"), ("corr", "WA+RE+CE", "tab:blue"), ("ac", "AC", "tab:green"))
+RATES = (("opt", "TLE+MLE", "tab:red"), ("corr", "WA+RE+CE", "tab:blue"), ("ac", "AC", "tab:green"),
+         ("ce", "of which CE", "tab:grey"))
 
 
 def read_run(run: Path, benchmark: str, setting: str) -> tuple[pd.DataFrame, pd.DataFrame, int]:

@@ -21,7 +21,8 @@ from ewa.io import atomic_path, provenance, sha256_file, write_json
 from ewa.metrics import bootstrap_counts
 from ewa.sandbox.types import VERDICTS
 
-SHARES = {"opt": ("TLE", "MLE"), "corr": ("WA", "RE", "CE"), "ac": ("AC",)}
+# "ce" is part of "corr"; it is kept apart to show where extrapolation breaks the model's syntax.
+SHARES = {"opt": ("TLE", "MLE"), "corr": ("WA", "RE", "CE"), "ac": ("AC",), "ce": ("CE",)}
 BETWEEN_TOLERANCE = 0.02  # an interpolated rate may overshoot the endpoints' range by sampling noise
 
 
