@@ -81,7 +81,7 @@ def frontier_targets():
         "results/frontier/{benchmark}/{setting}/{table}.csv",
         benchmark=BENCHMARKS,
         setting=SETTINGS,
-        table=["frontier", "claims"] if endpoints else ["frontier"],
+        table=["frontier", "claims", "approaches"] if endpoints else ["frontier", "approaches"],
     )
 
 
@@ -94,5 +94,18 @@ def frontier_evals(wildcards):
     )
 
 
+def frontier_samples(wildcards):
+    return expand(
+        "results/samples/alpha{tag}/{benchmark}/{setting}.jsonl",
+        tag=ALPHAS,
+        benchmark=wildcards.benchmark,
+        setting=wildcards.setting,
+    )
+
+
 def frontier_eval_args(wildcards, input):
     return " ".join(f"alpha={ALPHAS[t]}:{p}" for t, p in zip(ALPHAS, input.evals))
+
+
+def frontier_sample_args(wildcards, input):
+    return " ".join(f"alpha={ALPHAS[t]}:{p}" for t, p in zip(ALPHAS, input.samples))

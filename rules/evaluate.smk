@@ -12,6 +12,7 @@ rule evaluate:
     params:
         sandbox=sandbox_flags,
         early_stop="--early-stop" if config["evaluate"]["early_stop"] else "",
+        duplicates="--judge-duplicates" if config["evaluate"]["judge_duplicates"] else "",
     threads: 2
     conda:
         "../envs/ewa.yaml"
@@ -21,5 +22,5 @@ rule evaluate:
         "results/benchmarks/evaluate/alpha{tag}/{benchmark}/{setting}.tsv"
     shell:
         "ewa evaluate --problems {input.problems} --samples {input.samples} --tiers {input.tiers} "
-        "{params.sandbox} {params.early_stop} --workers {threads} "
+        "{params.sandbox} {params.early_stop} {params.duplicates} --workers {threads} "
         "--out {output} 2> {log}"

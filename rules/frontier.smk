@@ -73,3 +73,21 @@ rule claims:
     shell:
         "ewa claims --evals {params.evals} --ensembles {input.ensembles} --bootstrap {params.bootstrap} "
         "--seed {params.seed} --out {output.table} > {log} 2>&1"
+
+
+# What each alpha writes (the plan line's brute force / efficient algorithm) and how each kind fails.
+rule approaches:
+    input:
+        evals=frontier_evals,
+        samples=frontier_samples,
+    output:
+        "results/frontier/{benchmark}/{setting}/approaches.csv",
+    params:
+        evals=frontier_eval_args,
+        samples=frontier_sample_args,
+    conda:
+        "../envs/ewa.yaml"
+    log:
+        "logs/approaches/{benchmark}/{setting}.log",
+    shell:
+        "ewa approaches --evals {params.evals} --samples {params.samples} --out {output} > {log} 2>&1"

@@ -41,8 +41,10 @@ def overall(verdicts: list[str]) -> str:
     if hits == len(verdicts):
         return "**reproduced**"
     if hits == 0:
-        kinds = sorted(set(verdicts))
-        return "not reproduced" + (f" ({', '.join(kinds)})" if kinds != ["not reproduced"] else "")
+        # Say how close the seeds that missed came ("direction only", "within CI"), once per kind.
+        near = [f"{kind} in {verdicts.count(kind)} of {len(verdicts)}" for kind in sorted(set(verdicts))
+                if kind != "not reproduced"]
+        return "not reproduced" + (f" ({'; '.join(near)})" if near else "")
     return f"mixed: {hits} of {len(verdicts)} seeds"
 
 

@@ -85,7 +85,9 @@ def test_sample_without_code_field_is_an_error(inputs, capsys):
 
 def test_a_killed_job_resumes_without_rejudging(inputs):
     burn = "import time\nwhile time.process_time() < 0.05:\n    pass\n" + SUM_OK
-    write_jsonl(inputs / "slow.jsonl", [{"problem_id": "sum", "sample_id": i, "code": burn} for i in range(16)])
+    # distinct programs (a comment apart), so every one is run rather than judged once for all
+    write_jsonl(inputs / "slow.jsonl", [{"problem_id": "sum", "sample_id": i, "code": f"{burn}# {i}\n"}
+                                        for i in range(16)])
     cmd = [sys.executable, "-m", "ewa.cli", "evaluate", "--problems", str(inputs / "problems.jsonl"),
            "--samples", str(inputs / "slow.jsonl"), "--out", str(inputs / "results.parquet"),
            "--workers", "2", "--time-factor", "1.0", "--chunk-size", "2"]
@@ -104,3 +106,21 @@ def test_a_killed_job_resumes_without_rejudging(inputs):
     # Samples judged before the kill keep their recorded measurements: they were not run again.
     for _, row in saved.iterrows():
         assert df.loc[df.sample_id == row.sample_id, "cpu_time_s"].item() == row.cpu_time_s
+
+
+def test_a_program_sampled_twice_is_run_once_unless_asked(inputs, capsys):
+    burn = "import time\nwhile time.process_time() < 0.02:\n    pass\n" + SUM_OK
+    write_jsonl(inputs / "twins.jsonl", [{"problem_id": "sum", "sample_id": 0, "code": burn},
+                                         {"problem_id": "sum", "sample_id": 1, "code": SUM_OK},
+                                         {"problem_id": "sum", "sample_id": 2, "code": burn},
+                                         {"problem_id": "add", "sample_id": 0, "code": burn}])  # other problem
+    assert evaluate(inputs, samples="twins.jsonl") == 0
+    assert "4 samples to judge, 3 distinct programs run" in capsys.readouterr().out
+    df = pq.read_table(inputs / "results.parquet").to_pandas()
+    assert df.duplicate_of.isna().tolist() == [True, True, False, True] and df.duplicate_of[2] == 0
+    twin, first = df.iloc[2], df.iloc[0]
+    assert (twin.verdict, twin.cpu_time_s, twin.tests_passed) == (first.verdict, first.cpu_time_s, first.tests_passed)
+    assert evaluate(inputs, "--judge-duplicates", samples="twins.jsonl") == 0
+    assert "4 samples to judge, 4 distinct programs run" in capsys.readouterr().out
+    df = pq.read_table(inputs / "results.parquet").to_pandas()
+    assert df.duplicate_of.isna().all() and list(df.verdict) == ["AC", "AC", "AC", "RE"]

@@ -109,7 +109,7 @@ def test_adding_an_alpha_builds_only_that_alpha_and_the_aggregates(finished, tmp
     settings = cfg["sample"]["settings"]
     expected = {("merge", "tag=+1.00")}
     expected |= {(r, f"tag=+1.00, benchmark=mini, setting={s}") for r in ("sample", "evaluate") for s in settings}
-    expected |= {("frontier", f"benchmark=mini, setting={s}") for s in settings}
+    expected |= {(r, f"benchmark=mini, setting={s}") for r in ("frontier", "approaches") for s in settings}
     assert planned_jobs(wd) == expected
 
 

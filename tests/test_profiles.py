@@ -51,7 +51,8 @@ def expected_counts(config: dict) -> dict[str, int]:
     return {"prepare_train_data": 1, "prepare_benchmark": benchmarks, "init": 1,
             "train": 2,  # only the merge endpoints are trained
             "merge": alphas, "sample": alphas * benchmarks * settings,
-            "evaluate": alphas * benchmarks * settings, "frontier": benchmarks * settings, "all": 1}
+            "evaluate": alphas * benchmarks * settings, "frontier": benchmarks * settings,
+            "approaches": benchmarks * settings, "all": 1}
 
 
 def slurm_profile() -> dict:

@@ -21,6 +21,7 @@ COMMANDS = {
     "metrics": ("ewa.metrics_cli", "pass@k, verdict mix and failure rates of evaluated samples"),
     "frontier": ("ewa.frontier", "aggregate the alpha grid into the frontier and ensembles"),
     "claims": ("ewa.claims", "test the study's four claims on one run's alpha grid, with bootstrap CIs"),
+    "approaches": ("ewa.approaches", "per alpha: the approach each sample declares and its verdict mix"),
 }
 
 

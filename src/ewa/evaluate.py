@@ -2,6 +2,10 @@
 
 Resumable: finished samples are written in chunks to `<out>.partial/` and skipped on restart; the
 final file appears (atomically) only when every sample is judged.
+
+A program sampled several times for one problem (a small model repeats itself: 35-55% of the
+miniature's samples are exact copies) is run once; its copies get the same verdict and name the
+sample that was run in `duplicate_of`. `--judge-duplicates` runs every copy instead.
 """
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ from ewa.sandbox.extract import extract_code
 from ewa.sandbox.types import SampleResult
 
 CHUNK = 64
-RESULT_COLUMNS = ("problem_id", "sample_id", "verdict", "tests_passed", "tests_total", "first_failed_test",
+RESULT_COLUMNS = ("problem_id", "sample_id", "duplicate_of", "verdict", "tests_passed", "tests_total", "first_failed_test",
                   "first_failed_tier", "cpu_time_s", "peak_memory_mb", "tests")
 TEST_TYPE = pa.list_(pa.struct([("index", pa.int64()), ("verdict", pa.string()), ("cpu_time_s", pa.float64()),
                                 ("wall_time_s", pa.float64()), ("peak_memory_mb", pa.float64()),
@@ -44,6 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--time-factor", type=float, default=None, help="use this time factor instead")
     parser.add_argument("--early-stop", action="store_true", help="stop a sample at its first failing test")
     parser.add_argument("--chunk-size", type=int, default=CHUNK, help="samples per resumable chunk")
+    parser.add_argument("--judge-duplicates", action="store_true",
+                        help="run every copy of a program sampled twice for a problem (default: run it once)")
 
 
 def load_samples(path: str, problems: dict[str, Problem]) -> list[dict]:
@@ -86,9 +92,9 @@ def load_tiers(path: str, problems: dict[str, Problem]) -> dict[str, list[int]]:
     return tiers
 
 
-def row(sample: dict, order: int, r: SampleResult) -> dict:
+def row(sample: dict, order: int, r: SampleResult, duplicate_of=None) -> dict:
     out = {"_order": order, "problem_id": sample["problem_id"], "sample_id": sample["sample_id"],
-           "verdict": r.verdict, "tests_passed": r.tests_passed, "tests_total": r.tests_total,
+           "duplicate_of": duplicate_of, "verdict": r.verdict, "tests_passed": r.tests_passed, "tests_total": r.tests_total,
            "first_failed_test": r.first_failed_test, "first_failed_tier": r.first_failed_tier,
            "cpu_time_s": r.cpu_time_s, "peak_memory_mb": r.peak_memory_mb,
            "tests": [{"index": t.index, "verdict": t.verdict, "cpu_time_s": t.cpu_time_s,
@@ -164,6 +170,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     fingerprint = {"samples": sha256_file(args.samples), "problems": sha256_file(args.problems),
                    "tiers": sha256_file(args.tiers) if args.tiers else None, "early_stop": args.early_stop,
+                   "judge_duplicates": args.judge_duplicates,
                    "backend": args.backend, "time_factor": args.time_factor,
                    "calibration": sha256_file(args.calibration) if args.calibration else None}
     partial = Partial(out, fingerprint)
@@ -174,12 +181,22 @@ def run(args: argparse.Namespace) -> int:
                  time_factor=factor, calibration_path=calibration) as sb:
         info = sb.info()
         partial.save_meta(time_factor=sb.time_factor, sandbox=info)
-        futures = [(i, s, sb.submit(problems[s["problem_id"]], s["code"], early_stop=args.early_stop,
-                                    test_tiers=tiers[s["problem_id"]] if tiers else None)) for i, s in todo]
+        runs: dict[tuple, tuple] = {}  # (problem, code) -> (sample_id run, its future)
+        futures = []
+        for i, s in todo:
+            key = (s["problem_id"], s["code"]) if not args.judge_duplicates else (i,)
+            if key in runs:
+                futures.append((i, s, runs[key][1], runs[key][0]))
+                continue
+            fut = sb.submit(problems[s["problem_id"]], s["code"], early_stop=args.early_stop,
+                            test_tiers=tiers[s["problem_id"]] if tiers else None)
+            runs[key] = (s["sample_id"], fut)
+            futures.append((i, s, fut, None))
+        print(f"ewa evaluate: {len(todo)} samples to judge, {len(runs)} distinct programs run")
         rows = []
-        for i, s, fut in tqdm(futures, desc="evaluate", unit="sample", initial=len(done), total=len(samples),
-                              mininterval=2.0):
-            rows.append(row(s, i, fut.result()))
+        for i, s, fut, twin in tqdm(futures, desc="evaluate", unit="sample", initial=len(done),
+                                    total=len(samples), mininterval=2.0):
+            rows.append(row(s, i, fut.result(), twin))
             if len(rows) >= args.chunk_size:
                 partial.write(rows)
                 rows = []
