@@ -156,3 +156,22 @@ def test_loader_splits_and_errors():
         load(time_limit_s=1.0)
     with pytest.raises(ValueError, match="families"):
         load(families=["no_such_family"])
+
+
+def test_small_inputs_keep_the_smaller_half_of_held_out_suites_only():
+    full = load(split="all")
+    mixed = load(split="all", small_inputs=0.5)
+    assert [p.id for p in mixed] == [p.id for p in full]
+    small = [m for m in mixed if m.meta["inputs"] == "small"]
+    per_family = {}
+    for m in small:
+        per_family[m.meta["family"]] = per_family.get(m.meta["family"], 0) + 1
+    assert set(per_family.values()) == {1} and len(per_family) == len(FAMILIES)  # one of two held-out each
+    for m, f in zip(mixed, full):
+        if m.meta["inputs"] == "small":
+            assert m.meta["split"] == "heldout" and m.tests == f.tests[:4] and m.statement == f.statement
+        else:
+            assert m.tests == f.tests and m.meta["inputs"] == "full"
+    assert {m.meta["inputs"] for m in load(split="heldout", small_inputs=1.0)} == {"small"}
+    with pytest.raises(ValueError, match="small_inputs"):
+        load(split="heldout", small_inputs=1.5)

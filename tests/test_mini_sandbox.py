@@ -49,3 +49,9 @@ def test_wrong_variants_pass_the_smallest_test_and_fail_some_test(sandbox, one_i
         smallest = size_order(p.tests)[0]
         assert {t.index: t.verdict for t in r.tests}[smallest] == AC, p.id
         assert r.verdict != AC, (p.id, "a wrong variant passed every test")
+
+
+def test_brute_force_solves_every_small_input_instance(sandbox):
+    small = [p for p in load("mini", split="heldout", small_inputs=1.0).problems]
+    results = sandbox.judge_many([(p, p.meta["solutions"]["brute"], None) for p in small])
+    assert [(p.id, r.verdict) for p, r in zip(small, results) if r.verdict != AC] == []

@@ -3,6 +3,11 @@
 Expected outputs come from the efficient reference run in this process (our own trusted code). The
 public tests are regenerated (deterministically) until every wrong variant passes them, so a wrong
 variant's failures are only ever on hidden tests.
+
+A held-out instance may be built with small inputs only (`small_inputs`): its suite stops at the
+smaller half of the levels, which the brute force passes within the limits, so slow-but-correct code
+solves it. That mixes problems that need the efficient algorithm with problems that do not, as a real
+benchmark does.
 """
 from __future__ import annotations
 
@@ -69,12 +74,16 @@ def _passes(source: str, stdin: str, expected: str) -> bool:
         return False
 
 
-def build_problem(inst: Instance, seed: int = 0) -> Problem:
+SMALL_LEVELS = LEVELS // 2  # the smaller half: the brute force passes every one (scripts/check_mini.py)
+
+
+def build_problem(inst: Instance, seed: int = 0, small: bool = False) -> Problem:
     fam, sol = inst.family, inst.solutions
     sizes = fam.sizes(inst.params)
     assert len(sizes) == LEVELS, f"{inst.id}: sizes() must give {LEVELS} values"
+    levels = SMALL_LEVELS if small else LEVELS
     tests: list = []
-    for level, n in enumerate(sizes):
+    for level, n in enumerate(sizes[:levels]):
         fallback = None
         for attempt in range(ATTEMPTS):
             # Seeded by the instance id too: held-out instances get their own hidden tests.
@@ -97,15 +106,26 @@ def build_problem(inst: Instance, seed: int = 0) -> Problem:
         id=inst.id, source="mini", difficulty=fam.difficulty, statement=inst.statement, testtype="stdin",
         tests=tuple(tests), time_limit_s=fam.time_limit_s, memory_limit_mb=fam.memory_limit_mb,
         meta={"family": fam.name, "topic": fam.topic, "params": dict(inst.params), "split": inst.split,
-              "levels": list(range(LEVELS)), "sizes": list(sizes),
+              "inputs": "small" if small else "full", "levels": list(range(levels)), "sizes": list(sizes[:levels]),
               "complexity": {"brute": fam.complexity[0], "efficient": fam.complexity[1]},
               "solutions": sol},
     )
 
 
-def build(seed: int = 0, split: str = "all", families: Sequence[str] | None = None) -> list[Problem]:
-    """The mini problems of `split` (train | heldout | all), deterministic in `seed`."""
-    return [build_problem(inst, seed) for inst in instances(split, families)]
+def build(seed: int = 0, split: str = "all", families: Sequence[str] | None = None,
+          small_inputs: float = 0.0) -> list[Problem]:
+    """The mini problems of `split` (train | heldout | all), deterministic in `seed`.
+
+    small_inputs: the share of each family's held-out instances (the first ones) built with small
+    inputs only; training instances always keep the full suite, so every regime is defined on it."""
+    if not 0.0 <= small_inputs <= 1.0:
+        raise ValueError(f"mini: field 'small_inputs' must be between 0 and 1, got {small_inputs!r}")
+    problems, rank = [], {}
+    for inst in instances(split, families):
+        k = rank[inst.family.name, inst.split] = rank.get((inst.family.name, inst.split), -1) + 1
+        small = inst.split == "heldout" and k < round(small_inputs * len(inst.family.heldout))
+        problems.append(build_problem(inst, seed, small))
+    return problems
 
 
 def corpus_texts() -> list[str]:
