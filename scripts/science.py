@@ -25,13 +25,14 @@ RATES = (("opt", "TLE+MLE", "tab:red"), ("corr", "WA+RE+CE", "tab:blue"), ("ac",
          ("ce", "of which CE", "tab:grey"))
 
 
-def read_run(run: Path, benchmark: str, setting: str) -> tuple[pd.DataFrame, pd.DataFrame, int]:
+def read_run(run: Path, benchmark: str, setting: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, int]:
     where = run / "results/frontier" / benchmark / setting
-    missing = [f for f in ("claims.csv", "per_alpha.csv") if not (where / f).is_file()]
+    missing = [f for f in ("claims.csv", "per_alpha.csv", "approaches.csv") if not (where / f).is_file()]
     if missing:
         raise SystemExit(f"science: {where / missing[0]} is missing (run the pipeline in {run} first)")
     seed = json.loads((where / "claims.provenance.json").read_text())["config"]["seed"]  # the run's seed
-    return pd.read_csv(where / "claims.csv"), pd.read_csv(where / "per_alpha.csv"), int(seed)
+    return (pd.read_csv(where / "claims.csv"), pd.read_csv(where / "per_alpha.csv"),
+            pd.read_csv(where / "approaches.csv"), int(seed))
 
 
 def overall(verdicts: list[str]) -> str:
@@ -73,6 +74,27 @@ def rates_table(per_alpha: list[pd.DataFrame]) -> list[str]:
     return lines
 
 
+# What each alpha writes (ewa approaches): the rows that explain claims 2 and 4.
+APPROACH_ROWS = (("efficient", "share", "share of samples declaring an efficient algorithm"),
+                 ("efficient", "corr", "WA+RE+CE among efficient attempts"),
+                 ("brute", "corr", "WA+RE+CE among brute-force attempts"),
+                 ("efficient", "AC", "AC among efficient attempts"),
+                 ("brute", "AC", "AC among brute-force attempts"))
+
+
+def approaches_table(approaches: list[pd.DataFrame], alphas) -> list[str]:
+    lines = ["| alpha | " + " | ".join(f"{a:+.2f}" for a in alphas) + " |", "|---|" + "---|" * len(alphas)]
+    for approach, column, label in APPROACH_ROWS:
+        runs = [t[t["approach"] == approach].set_index("alpha")[column].reindex(alphas) for t in approaches]
+        if approach != "efficient" or column != "share":  # a share of zero samples is undefined, not 0
+            runs = [r.where(r.notna()) for r in runs]
+        else:
+            runs = [r.fillna(0.0) for r in runs]
+        mean = pd.concat(runs, axis=1).mean(axis=1)
+        lines.append(f"| {label} | " + " | ".join("–" if pd.isna(v) else f"{v:.3f}" for v in mean) + " |")
+    return lines
+
+
 def plot(per_alpha: list[pd.DataFrame], seeds: list[int], out: Path, title: str) -> None:
     fig, ax = plt.subplots(figsize=(7, 4))
     for key, label, color in RATES:
@@ -102,7 +124,7 @@ def main() -> None:
     p.add_argument("--readme", type=Path, default=Path("README.md"))
     args = p.parse_args()
     read = [read_run(r, args.benchmark, args.setting) for r in args.runs]
-    claims, per_alpha, seeds = [c for c, _, _ in read], [a for _, a, _ in read], [s for _, _, s in read]
+    claims, per_alpha, approaches, seeds = (list(x) for x in zip(*read))
     if len({tuple(a["alpha"]) for a in per_alpha}) > 1:
         raise SystemExit("science: the runs use different alpha grids; compare runs of one config")
     figure = f"docs/frontier-{args.benchmark}-{args.setting}-seeds.png"
@@ -119,6 +141,10 @@ def main() -> None:
         "and report. Verdict: reproduced when every seed's CI lies on the claimed side.", "",
         *claims_table(claims, seeds), "",
         "Verdict shares per alpha (mean ± sd over seeds):", "", *rates_table(per_alpha), "",
+        "What each alpha writes: the plan line every answer opens with (`ewa approaches`; mean over seeds). "
+        "Claim 2 needs efficient attempts to fail on correctness more often than brute-force ones; claim 4 "
+        "needs some problems that only some alphas solve.", "",
+        *approaches_table(approaches, per_alpha[0]["alpha"].tolist()), "",
         f"![verdict shares per alpha, every seed]({figure})", "",
         f"The pipeline's frontier plot for seed {seeds[0]} (`results/frontier/{args.benchmark}/{args.setting}/frontier.png`):", "",
         f"![frontier, seed {seeds[0]}]({frontier})", "", END])

@@ -10,6 +10,7 @@ import pytest
 
 from ewa.claims import verdict
 from ewa.cli import main
+from test_approaches import write_samples
 from test_frontier import expected_rate, write_design
 
 OPT, CORR, AC = {"TLE", "MLE"}, {"WA", "RE", "CE"}, {"AC"}
@@ -23,6 +24,8 @@ def run_claims(tmp_path: Path, capsys, seed: int = 0) -> pd.DataFrame:
                  "--bootstrap", "200", "--formats", "png", "--out-dir", str(out)]) == 0, capsys.readouterr().err
     assert main(["claims", "--evals", *paths, "--ensembles", str(out / "ensembles.csv"), "--bootstrap", "200",
                  "--seed", str(seed), "--out", str(out / "claims.csv")]) == 0, capsys.readouterr().err
+    assert main(["approaches", "--evals", *paths, "--samples", *write_samples(paths),
+                 "--out", str(out / "approaches.csv")]) == 0, capsys.readouterr().err
     return pd.read_csv(out / "claims.csv").set_index("claim")
 
 
@@ -94,5 +97,8 @@ def test_science_rewrites_only_its_readme_section(tmp_path, capsys):
     assert "old numbers" not in text and "seeds 3, 4" in text
     rows = [line for line in text.splitlines() if line.startswith("| 1. optimization failures")]
     assert len(rows) == 1 and "-0.375 ± 0.000" in rows[0] and "**reproduced**" in rows[0]
+    # test_approaches' samples: every TLE declares brute force, so brute attempts never fail on correctness
+    brute = [line for line in text.splitlines() if line.startswith("| WA+RE+CE among brute-force attempts")]
+    assert len(brute) == 1 and set(brute[0].split(" | ")[1:-1]) == {"0.000"}
     assert (tmp_path / "docs/frontier-mini-reasoning-seeds.png").stat().st_size > 10_000
     assert (tmp_path / "docs/frontier-mini-reasoning.png").stat().st_size > 10_000
