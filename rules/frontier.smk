@@ -81,7 +81,8 @@ rule approaches:
         evals=frontier_evals,
         samples=frontier_samples,
     output:
-        "results/frontier/{benchmark}/{setting}/approaches.csv",
+        # not inside results/frontier/{benchmark}/{setting}/: the frontier rule replaces that directory whole
+        "results/approaches/{benchmark}/{setting}.csv",
     params:
         evals=frontier_eval_args,
         samples=frontier_sample_args,

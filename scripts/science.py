@@ -27,12 +27,12 @@ RATES = (("opt", "TLE+MLE", "tab:red"), ("corr", "WA+RE+CE", "tab:blue"), ("ac",
 
 def read_run(run: Path, benchmark: str, setting: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, int]:
     where = run / "results/frontier" / benchmark / setting
-    missing = [f for f in ("claims.csv", "per_alpha.csv", "approaches.csv") if not (where / f).is_file()]
+    files = [where / "claims.csv", where / "per_alpha.csv", run / "results/approaches" / benchmark / f"{setting}.csv"]
+    missing = [f for f in files if not f.is_file()]
     if missing:
-        raise SystemExit(f"science: {where / missing[0]} is missing (run the pipeline in {run} first)")
+        raise SystemExit(f"science: {missing[0]} is missing (run the pipeline in {run} first)")
     seed = json.loads((where / "claims.provenance.json").read_text())["config"]["seed"]  # the run's seed
-    return (pd.read_csv(where / "claims.csv"), pd.read_csv(where / "per_alpha.csv"),
-            pd.read_csv(where / "approaches.csv"), int(seed))
+    return (*map(pd.read_csv, files), int(seed))
 
 
 def overall(verdicts: list[str]) -> str:

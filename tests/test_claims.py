@@ -25,7 +25,7 @@ def run_claims(tmp_path: Path, capsys, seed: int = 0) -> pd.DataFrame:
     assert main(["claims", "--evals", *paths, "--ensembles", str(out / "ensembles.csv"), "--bootstrap", "200",
                  "--seed", str(seed), "--out", str(out / "claims.csv")]) == 0, capsys.readouterr().err
     assert main(["approaches", "--evals", *paths, "--samples", *write_samples(paths),
-                 "--out", str(out / "approaches.csv")]) == 0, capsys.readouterr().err
+                 "--out", str(tmp_path / "results/approaches/mini/reasoning.csv")]) == 0, capsys.readouterr().err
     return pd.read_csv(out / "claims.csv").set_index("claim")
 
 
