@@ -82,7 +82,12 @@ rule approaches:
         samples=frontier_samples,
     output:
         # not inside results/frontier/{benchmark}/{setting}/: the frontier rule replaces that directory whole
-        "results/approaches/{benchmark}/{setting}.csv",
+        report(
+            "results/approaches/{benchmark}/{setting}.csv",
+            caption="../report/approaches.rst",
+            category="Claims",
+            subcategory="{benchmark} / {setting}",
+        ),
     params:
         evals=frontier_eval_args,
         samples=frontier_sample_args,

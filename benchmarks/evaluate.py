@@ -1,0 +1,55 @@
+"""Evaluation of a real samples file: every program run once (the default) against the baseline
+measured in the same run, `--judge-duplicates` (every sampled copy run). Also reports how many
+verdicts differ between the two (timing noise on programs near the limit; 0 expected).
+
+    .venv/bin/python benchmarks/evaluate.py [--samples results/samples/alpha+0.00/mini/reasoning.jsonl]
+
+Needs a finished `make demo` (or any run) for its samples, problems and calibration.
+"""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+
+def evaluate(args, out: Path, *extra: str) -> float:
+    cmd = [sys.executable, "-m", "ewa.cli", "evaluate", "--problems", args.problems, "--samples", args.samples,
+           "--calibration", args.calibration, "--early-stop", "--workers", str(args.workers), "--out", str(out),
+           *extra]
+    start = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--samples", default="results/samples/alpha+0.00/mini/reasoning.jsonl")
+    p.add_argument("--problems", default="results/data/mini/problems.jsonl")
+    p.add_argument("--calibration", default="results/calibration.json")
+    p.add_argument("--workers", type=int, default=2)
+    args = p.parse_args()
+    for f in (args.samples, args.problems, args.calibration):
+        if not Path(f).is_file():
+            raise SystemExit(f"benchmarks/evaluate.py: {f} is missing (run `make demo` first)")
+    with tempfile.TemporaryDirectory() as tmp:
+        every = evaluate(args, Path(tmp) / "every.parquet", "--judge-duplicates")
+        once = evaluate(args, Path(tmp) / "once.parquet")
+        a = pd.read_parquet(Path(tmp) / "every.parquet", columns=["problem_id", "sample_id", "verdict"])
+        b = pd.read_parquet(Path(tmp) / "once.parquet", columns=["problem_id", "sample_id", "verdict", "duplicate_of"])
+    both = a.merge(b, on=["problem_id", "sample_id"], suffixes=("_every", "_once"))
+    differ = int((both.verdict_every != both.verdict_once).sum())
+    copies = int(b.duplicate_of.notna().sum())
+    print(f"{args.samples}: {len(b)} samples, {copies} copies of a program already sampled for the problem")
+    print(f"baseline, every copy run (--judge-duplicates): {every:.1f} s")
+    print(f"ewa evaluate, each program once:               {once:.1f} s  ->  {every / once:.2f}x faster")
+    print(f"verdicts that differ between the two: {differ} of {len(both)}")
+
+
+if __name__ == "__main__":
+    main()
