@@ -86,9 +86,7 @@ def approaches_table(approaches: list[pd.DataFrame], alphas) -> list[str]:
     lines = ["| alpha | " + " | ".join(f"{a:+.2f}" for a in alphas) + " |", "|---|" + "---|" * len(alphas)]
     for approach, column, label in APPROACH_ROWS:
         runs = [t[t["approach"] == approach].set_index("alpha")[column].reindex(alphas) for t in approaches]
-        if approach != "efficient" or column != "share":  # a share of zero samples is undefined, not 0
-            runs = [r.where(r.notna()) for r in runs]
-        else:
+        if column == "share":  # an alpha without efficient attempts has a share of 0; its verdict mix stays undefined
             runs = [r.fillna(0.0) for r in runs]
         mean = pd.concat(runs, axis=1).mean(axis=1)
         lines.append(f"| {label} | " + " | ".join("–" if pd.isna(v) else f"{v:.3f}" for v in mean) + " |")

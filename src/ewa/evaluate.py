@@ -3,7 +3,7 @@
 Resumable: finished samples are written in chunks to `<out>.partial/` and skipped on restart; the
 final file appears (atomically) only when every sample is judged.
 
-A program sampled several times for one problem (a small model repeats itself: 35-55% of the
+A program sampled several times for one problem (a small model repeats itself: half or more of the
 miniature's samples are exact copies) is run once; its copies get the same verdict and name the
 sample that was run in `duplicate_of`. `--judge-duplicates` runs every copy instead.
 """
@@ -26,8 +26,8 @@ from ewa.sandbox.extract import extract_code
 from ewa.sandbox.types import SampleResult
 
 CHUNK = 64
-RESULT_COLUMNS = ("problem_id", "sample_id", "duplicate_of", "verdict", "tests_passed", "tests_total", "first_failed_test",
-                  "first_failed_tier", "cpu_time_s", "peak_memory_mb", "tests")
+RESULT_COLUMNS = ("problem_id", "sample_id", "duplicate_of", "verdict", "tests_passed", "tests_total",
+                  "first_failed_test", "first_failed_tier", "cpu_time_s", "peak_memory_mb", "tests")
 TEST_TYPE = pa.list_(pa.struct([("index", pa.int64()), ("verdict", pa.string()), ("cpu_time_s", pa.float64()),
                                 ("wall_time_s", pa.float64()), ("peak_memory_mb", pa.float64()),
                                 ("tier", pa.int64()), ("error", pa.string())]))
@@ -94,7 +94,8 @@ def load_tiers(path: str, problems: dict[str, Problem]) -> dict[str, list[int]]:
 
 def row(sample: dict, order: int, r: SampleResult, duplicate_of=None) -> dict:
     out = {"_order": order, "problem_id": sample["problem_id"], "sample_id": sample["sample_id"],
-           "duplicate_of": duplicate_of, "verdict": r.verdict, "tests_passed": r.tests_passed, "tests_total": r.tests_total,
+           "duplicate_of": duplicate_of, "verdict": r.verdict, "tests_passed": r.tests_passed,
+           "tests_total": r.tests_total,
            "first_failed_test": r.first_failed_test, "first_failed_tier": r.first_failed_tier,
            "cpu_time_s": r.cpu_time_s, "peak_memory_mb": r.peak_memory_mb,
            "tests": [{"index": t.index, "verdict": t.verdict, "cpu_time_s": t.cpu_time_s,
