@@ -52,6 +52,6 @@ def test_wrong_variants_pass_the_smallest_test_and_fail_some_test(sandbox, one_i
 
 
 def test_brute_force_solves_every_small_input_instance(sandbox):
-    small = [p for p in load("mini", split="heldout", small_inputs=1.0).problems]
+    small = load("mini", split="heldout", small_inputs=1.0).problems
     results = sandbox.judge_many([(p, p.meta["solutions"]["brute"], None) for p in small])
     assert [(p.id, r.verdict) for p, r in zip(small, results) if r.verdict != AC] == []

@@ -20,11 +20,11 @@ from ewa.frontier import parse_eval_spec
 from ewa.io import atomic_path, provenance, read_jsonl, sha256_file, write_json
 from ewa.merge import alpha_tag
 from ewa.prompts import PLANS
-from ewa.sandbox.types import VERDICTS
+from ewa.sandbox.types import CORRECTNESS_FAILURES, OPTIMIZATION_FAILURES, VERDICTS
 
 APPROACH_OF_PLAN = {plan: kind for kind, plan in PLANS.items()}
 PLAN_LINE = re.compile(r"^\s*(Approach: [^\n]*?\.)", re.MULTILINE)
-GROUPS = {"opt": ("TLE", "MLE"), "corr": ("WA", "RE", "CE")}
+GROUPS = {"opt": OPTIMIZATION_FAILURES, "corr": CORRECTNESS_FAILURES}
 
 
 def approach_of(completion: str) -> str:
@@ -59,7 +59,7 @@ def approach_table(judged: pd.DataFrame) -> pd.DataFrame:
     n = counts.sum(axis=1)
     out = counts.div(n, axis=0)
     for group, verdicts in GROUPS.items():
-        out[group] = out[list(verdicts)].sum(axis=1)
+        out[group] = out[sorted(verdicts)].sum(axis=1)
     out.insert(0, "n", n)
     out.insert(1, "share", n / n.groupby(level="alpha").transform("sum"))
     return out.reset_index()
