@@ -19,9 +19,16 @@ include: "rules/train.smk"
 include: "rules/merge.smk"
 include: "rules/sample.smk"
 include: "rules/evaluate.smk"
-include: "rules/frontier.smk"
+include: "rules/analysis.smk"
 
 
+# The config's replicate (seed): frontier, claims and approaches of every benchmark and setting.
 rule all:
     input:
-        frontier_targets(),
+        seed_targets(config["seed"]),
+
+
+# `make science`: the claims over science.seeds, each seed a replicate run side by side under a profile.
+rule science_all:
+    input:
+        expand("results/science/{benchmark}/{setting}/science.md", benchmark=BENCHMARKS, setting=SETTINGS),

@@ -18,10 +18,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ewa.ensemble import EnsembleSettings, matched_budget_table
-from ewa.frontier import frontier_table, load_grid, write_frontier
-from ewa.metrics import MetricsSettings, pass_at_k_or_nan
-from ewa.sandbox.types import VERDICTS
+from ewa.analysis.ensemble import EnsembleSettings, matched_budget_table
+from ewa.analysis.frontier import frontier_table, load_grid, write_frontier
+from ewa.analysis.metrics import MetricsSettings, pass_at_k_or_nan
+from ewa.verdicts import VERDICTS
 
 
 def write_synthetic(root: Path, P: int, N: int, alphas: np.ndarray, seed: int = 0) -> list[tuple[float, Path]]:

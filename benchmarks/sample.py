@@ -21,8 +21,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
 
-from ewa.mini import corpus_texts, instances  # noqa: E402
-from ewa.models.tiny import TINY_DEFAULTS, build_tiny_model, train_tokenizer  # noqa: E402
+from ewa.data.mini import corpus_texts, instances  # noqa: E402
+from ewa.init.tiny import TINY_DEFAULTS, build_tiny_model, train_tokenizer  # noqa: E402
 from ewa.problems import Problem, make_test  # noqa: E402
 from ewa.prompts import reasoning_messages  # noqa: E402
 from ewa.sample.backends import make_backend  # noqa: E402

@@ -16,8 +16,8 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from ewa.loaders.mini import load  # noqa: E402
-from ewa.models.init_cli import build_init  # noqa: E402
+from ewa.data.mini.loader import load  # noqa: E402
+from ewa.init.build import build_init  # noqa: E402
 from ewa.problems import write_problems  # noqa: E402
 from ewa.train.grpo import train_regime  # noqa: E402
 

@@ -1,9 +1,16 @@
-# Config validation at parse time (one line naming the bad key) and small input functions.
+# Config validation at parse time (one line naming the bad key), the config slice each job reads, and
+# small input functions. Every job gets its slice of the validated config the same way:
+# `ewa COMMAND --config {params.config:q}`. A slice holds only what that job reads, so editing one part
+# of the config reruns only the jobs it shapes.
 import json
+import os
 import re
 
+from ewa.alphas import ALPHA_TAG_PATTERN, alpha_spec, alpha_tag
+from ewa.analysis.claims import OUTPUT_FILES as CLAIMS_FILES
+from ewa.analysis.frontier import output_files as frontier_files
+from ewa.analysis.science import OUTPUT_FILES as SCIENCE_FILES
 from ewa.config import ConfigError, validate
-from ewa.merge import ALPHA_TAG_PATTERN, alpha_tag
 
 try:
     config = validate(config)
@@ -14,12 +21,15 @@ REGIMES = [r["name"] for r in config["regimes"]]
 ALPHAS = {alpha_tag(a): a for a in config["merge"]["alphas"]}
 BENCHMARKS = list(config["benchmarks"])
 SETTINGS = config["sample"]["settings"]
+# The claims compare the trained endpoints, so they need alphas 0 and 1 in the grid.
+ENDPOINTS = {0.0, 1.0} <= set(ALPHAS.values())
 
 
 wildcard_constraints:
+    seed=r"\d+",
     regime="|".join(REGIMES),
     tag=ALPHA_TAG_PATTERN,
-    benchmark="|".join(BENCHMARKS),
+    benchmark="|".join(map(re.escape, BENCHMARKS)),
     setting="|".join(SETTINGS),
 
 
@@ -27,9 +37,62 @@ def as_json(value):
     return json.dumps(value, sort_keys=True)
 
 
-def dataset_params(wildcards):
-    spec = config["train_data"] if wildcards.get("benchmark") is None else config["benchmarks"][wildcards.benchmark]
-    return as_json({**spec, "seed": config["seed"]})
+def job_config(wildcards, **sections):
+    """A job's config slice: the given sections, plus the replicate's seed when the job has one."""
+    seed = {"seed": int(wildcards.seed)} if "seed" in wildcards.keys() else {}
+    return as_json({**sections, **seed})
+
+
+def data_config(wildcards):
+    if wildcards.dataset == "_train":
+        return job_config(wildcards, train_data=config["train_data"])
+    return job_config(wildcards, benchmarks={wildcards.dataset: config["benchmarks"][wildcards.dataset]})
+
+
+def dataset_name(wildcards):
+    return "train_data" if wildcards.dataset == "_train" else wildcards.dataset
+
+
+def tiers_config(wildcards):
+    return job_config(wildcards, regimes=config["regimes"])
+
+
+def sandbox_config(wildcards):
+    return job_config(wildcards, sandbox=config["sandbox"])
+
+
+def init_config(wildcards):
+    return job_config(wildcards, model=config["model"])
+
+
+def train_config(wildcards):
+    # Only this regime's own entry, so editing one regime retrains only that regime.
+    regime = [r for r in config["regimes"] if r["name"] == wildcards.regime]
+    return job_config(wildcards, grpo=config["grpo"], sandbox=config["sandbox"], regimes=regime)
+
+
+def merge_config(wildcards):
+    # Not the alpha grid: adding an alpha builds only that alpha.
+    return job_config(wildcards, merge={k: config["merge"][k] for k in ("device", "max_shard_size")})
+
+
+def sample_config(wildcards):
+    # Not the list of settings: adding a setting samples only that setting.
+    sample = {k: v for k, v in config["sample"].items() if k != "settings"}
+    return job_config(wildcards, sample=sample, sandbox=config["sandbox"])
+
+
+def evaluate_config(wildcards):
+    judging = {k: config["evaluate"][k] for k in ("early_stop", "judge_duplicates")}
+    return job_config(wildcards, evaluate=judging, sandbox=config["sandbox"])
+
+
+def analysis_config(wildcards):
+    return job_config(wildcards, evaluate=config["evaluate"])
+
+
+def max_k():
+    return max(config["evaluate"]["k"] + [config["evaluate"]["budget"]])
 
 
 def gpus(wildcards, resources):
@@ -44,69 +107,66 @@ def calibration_input(wildcards):
     return ["results/calibration.json"] if config["sandbox"]["calibrate"] else []
 
 
-def sandbox_flags(wildcards, input):
-    """The sandbox options every judging job passes: backend, interpreter, time-limit factor.
-    Backend "auto" is resolved by the job itself, on the machine that runs it."""
-    sb = config["sandbox"]
-    limits = f"--calibration {input.calibration[0]}" if sb["calibrate"] else "--time-factor 1.0"
-    return f"--sandbox-backend {sb['backend']} --python {sb['python']} {limits}"
+def calibration_flag(wildcards, input):
+    """--calibration PATH where time limits are calibrated; with `sandbox.calibrate: false` the jobs
+    take limits as they are (the sandbox section in their config says so)."""
+    return f"--calibration {input.calibration}" if input.calibration else ""
 
 
-def sandbox_settings(wildcards, input):
-    """The same sandbox options as JSON, for stages that take them as one argument (training)."""
-    sb = config["sandbox"]
-    options = {"backend": sb["backend"], "python": sb["python"], "docker_image": sb["docker_image"]}
-    if sb["calibrate"]:
-        return as_json({**options, "calibration_path": input.calibration[0]})
-    return as_json({**options, "time_factor": 1.0})
+def merged_model(wildcards):
+    return f"results/seed{wildcards.seed}/merged/alpha{wildcards.tag}"
 
 
-def regime_spec(wildcards):
-    # Only this regime's own entry, so editing one regime retrains only that regime.
-    return as_json([r for r in config["regimes"] if r["name"] == wildcards.regime])
+def grid_files(pattern):
+    """An input function: the file of every alpha for this job's seed, benchmark and setting."""
+    def files(wildcards):
+        return [pattern.format(seed=wildcards.seed, tag=tag, benchmark=wildcards.benchmark,
+                               setting=wildcards.setting) for tag in ALPHAS]
+    return files
+
+
+frontier_evals = grid_files("results/seed{seed}/evals/alpha{tag}/{benchmark}/{setting}.parquet")
+frontier_samples = grid_files("results/seed{seed}/samples/alpha{tag}/{benchmark}/{setting}.jsonl")
+
+
+def alpha_specs(paths):
+    """`alpha=A:PATH` per grid file (ALPHAS and the grid files are in the same order)."""
+    return " ".join(alpha_spec(a, p) for a, p in zip(ALPHAS.values(), paths, strict=True))
+
+
+def frontier_eval_args(wildcards, input):
+    return alpha_specs(input.evals)
+
+
+def frontier_sample_args(wildcards, input):
+    return alpha_specs(input.samples)
+
+
+def seed_targets(seed):
+    """Everything one replicate of the study produces."""
+    tables = expand("results/seed{seed}/frontier/{benchmark}/{setting}/frontier.csv", seed=seed,
+                    benchmark=BENCHMARKS, setting=SETTINGS)
+    tables += expand("results/seed{seed}/approaches/{benchmark}/{setting}/approaches.csv", seed=seed,
+                     benchmark=BENCHMARKS, setting=SETTINGS)
+    if ENDPOINTS:
+        tables += expand("results/seed{seed}/claims/{benchmark}/{setting}/claims.csv", seed=seed,
+                         benchmark=BENCHMARKS, setting=SETTINGS)
+    return tables
+
+
+def science_seed_dirs(kind):
+    def dirs(wildcards):
+        return [f"results/seed{s}/{kind}/{wildcards.benchmark}/{wildcards.setting}/{kind}.csv"
+                for s in config["science"]["seeds"]]
+    return dirs
 
 
 def alpha_of(wildcards):
     return ALPHAS[wildcards.tag]
 
 
-def merged_model(wildcards):
-    return f"results/merged/alpha{wildcards.tag}"
-
-
-def frontier_targets():
-    # The claims compare the trained endpoints, so they need alphas 0 and 1 in the grid.
-    endpoints = {0.0, 1.0} <= set(ALPHAS.values())
-    tables = expand(
-        "results/frontier/{benchmark}/{setting}/{table}.csv",
-        benchmark=BENCHMARKS,
-        setting=SETTINGS,
-        table=["frontier", "claims"] if endpoints else ["frontier"],
-    )
-    return tables + expand("results/approaches/{benchmark}/{setting}.csv", benchmark=BENCHMARKS, setting=SETTINGS)
-
-
-def frontier_evals(wildcards):
-    return expand(
-        "results/evals/alpha{tag}/{benchmark}/{setting}.parquet",
-        tag=ALPHAS,
-        benchmark=wildcards.benchmark,
-        setting=wildcards.setting,
-    )
-
-
-def frontier_samples(wildcards):
-    return expand(
-        "results/samples/alpha{tag}/{benchmark}/{setting}.jsonl",
-        tag=ALPHAS,
-        benchmark=wildcards.benchmark,
-        setting=wildcards.setting,
-    )
-
-
-def frontier_eval_args(wildcards, input):
-    return " ".join(f"alpha={ALPHAS[t]}:{p}" for t, p in zip(ALPHAS, input.evals))
-
-
-def frontier_sample_args(wildcards, input):
-    return " ".join(f"alpha={ALPHAS[t]}:{p}" for t, p in zip(ALPHAS, input.samples))
+def parent_dirs(key):
+    """A params function: the directories of the input files under `key`, space-separated."""
+    def dirs(wildcards, input):
+        return " ".join(os.path.dirname(p) for p in input[key])
+    return dirs

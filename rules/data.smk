@@ -1,56 +1,32 @@
-# Problems in the canonical format, and their nested coverage tiers.
+# Problems in the canonical format, and their nested coverage tiers. Dataset `_train` is the config's
+# train_data; any other is a benchmark.
 
 
-rule prepare_train_data:
+rule prepare:
     output:
-        "results/data/_train/problems.jsonl",
+        problems="results/seed{seed}/data/{dataset}/problems.jsonl",
+        meta="results/seed{seed}/data/{dataset}/problems.jsonl.meta.json",
     params:
-        spec=dataset_params,
+        config=data_config,
+        dataset=dataset_name,
     conda:
         "../envs/ewa.yaml"
     log:
-        "logs/data/_train.log",
+        "logs/seed{seed}/data/{dataset}.log",
     shell:
-        "ewa prepare --spec {params.spec:q} --out {output} 2> {log}"
-
-
-rule prepare_benchmark:
-    output:
-        "results/data/{benchmark}/problems.jsonl",
-    params:
-        spec=dataset_params,
-    conda:
-        "../envs/ewa.yaml"
-    log:
-        "logs/data/{benchmark}.log",
-    shell:
-        "ewa prepare --spec {params.spec:q} --out {output} 2> {log}"
+        "ewa prepare --config {params.config:q} --dataset {params.dataset} --out {output.problems} 2> {log}"
 
 
 rule tiers:
     input:
-        "results/data/{dataset}/problems.jsonl",
+        "results/seed{seed}/data/{dataset}/problems.jsonl",
     output:
-        "results/data/{dataset}/tiers.json",
+        "results/seed{seed}/data/{dataset}/tiers.json",
     params:
-        regimes=as_json(config["regimes"]),
+        config=tiers_config,
     conda:
         "../envs/ewa.yaml"
     log:
-        "logs/data/{dataset}.tiers.log",
+        "logs/seed{seed}/data/{dataset}.tiers.log",
     shell:
-        "ewa tiers --problems {input} --regimes {params.regimes:q} --out {output} 2> {log}"
-
-
-rule calibrate:
-    output:
-        "results/calibration.json",
-    params:
-        backend=config["sandbox"]["backend"],
-        python=config["sandbox"]["python"],
-    conda:
-        "../envs/ewa.yaml"
-    log:
-        "logs/calibrate.log",
-    shell:
-        "ewa calibrate --backend {params.backend} --python {params.python} --out {output} 2> {log}"
+        "ewa tiers --config {params.config:q} --problems {input} --out {output} 2> {log}"

@@ -1,26 +1,38 @@
-# Judge every sample on the hidden suite, in size order: a verdict per sample, first failing test and tier.
+# Judge every sample on the hidden suite, in size order: a verdict per sample, first failing test and
+# tier. Time limits are scaled by this machine's calibration (measured once, on the kind of node that judges).
+
+
+rule calibrate:
+    output:
+        "results/calibration.json",
+    params:
+        config=sandbox_config,
+    conda:
+        "../envs/ewa.yaml"
+    log:
+        "logs/calibrate.log",
+    shell:
+        "ewa calibrate --config {params.config:q} --out {output} 2> {log}"
 
 
 rule evaluate:
     input:
-        samples="results/samples/alpha{tag}/{benchmark}/{setting}.jsonl",
-        problems="results/data/{benchmark}/problems.jsonl",
-        tiers="results/data/{benchmark}/tiers.json",
+        samples="results/seed{seed}/samples/alpha{tag}/{benchmark}/{setting}.jsonl",
+        problems="results/seed{seed}/data/{benchmark}/problems.jsonl",
+        tiers="results/seed{seed}/data/{benchmark}/tiers.json",
         calibration=calibration_input,
     output:
-        "results/evals/alpha{tag}/{benchmark}/{setting}.parquet",
+        "results/seed{seed}/evals/alpha{tag}/{benchmark}/{setting}.parquet",
     params:
-        sandbox=sandbox_flags,
-        early_stop="--early-stop" if config["evaluate"]["early_stop"] else "",
-        duplicates="--judge-duplicates" if config["evaluate"]["judge_duplicates"] else "",
+        config=evaluate_config,
+        calibration=calibration_flag,
     threads: 2
     conda:
         "../envs/ewa.yaml"
     log:
-        "logs/evaluate/alpha{tag}/{benchmark}/{setting}.log",
+        "logs/seed{seed}/evaluate/alpha{tag}/{benchmark}/{setting}.log",
     benchmark:
-        "results/benchmarks/evaluate/alpha{tag}/{benchmark}/{setting}.tsv"
+        "results/seed{seed}/benchmarks/evaluate/alpha{tag}/{benchmark}/{setting}.tsv"
     shell:
-        "ewa evaluate --problems {input.problems} --samples {input.samples} --tiers {input.tiers} "
-        "{params.sandbox} {params.early_stop} {params.duplicates} --workers {threads} "
-        "--out {output} 2> {log}"
+        "ewa evaluate --config {params.config:q} --problems {input.problems} --samples {input.samples} "
+        "--tiers {input.tiers} {params.calibration} --workers {threads} --out {output} 2> {log}"

@@ -4,22 +4,20 @@
 
 rule merge:
     input:
-        low=f"results/checkpoints/{config['merge']['low']}",
-        high=f"results/checkpoints/{config['merge']['high']}",
+        low=f"results/seed{{seed}}/checkpoints/{config['merge']['low']}",
+        high=f"results/seed{{seed}}/checkpoints/{config['merge']['high']}",
     output:
-        temp(directory("results/merged/alpha{tag}")) if config["merge"]["temp"] else directory("results/merged/alpha{tag}"),
+        temp(directory("results/seed{seed}/merged/alpha{tag}")) if config["merge"]["temp"] else directory("results/seed{seed}/merged/alpha{tag}"),
     params:
+        config=merge_config,
         alpha=alpha_of,
-        device=config["merge"]["device"],
-        shard=config["merge"]["max_shard_size"],
     resources:
         mem_mb=4000,
     conda:
         "../envs/ewa.yaml"
     log:
-        "logs/merge/alpha{tag}.log",
+        "logs/seed{seed}/merge/alpha{tag}.log",
     benchmark:
-        "results/benchmarks/merge/alpha{tag}.tsv"
+        "results/seed{seed}/benchmarks/merge/alpha{tag}.tsv"
     shell:
-        "ewa merge {input.low} {input.high} --alpha {params.alpha} --device {params.device} "
-        "--max-shard-size {params.shard} --out {output} 2> {log}"
+        "ewa merge --config {params.config:q} {input.low} {input.high} --alpha {params.alpha} --out {output} 2> {log}"

@@ -4,14 +4,15 @@
 rule sample:
     input:
         model=merged_model,
-        problems="results/data/{benchmark}/problems.jsonl",
+        problems="results/seed{seed}/data/{benchmark}/problems.jsonl",
         calibration=calibration_input,
     output:
-        "results/samples/alpha{tag}/{benchmark}/{setting}.jsonl",
+        samples="results/seed{seed}/samples/alpha{tag}/{benchmark}/{setting}.jsonl",
+        provenance="results/seed{seed}/samples/alpha{tag}/{benchmark}/{setting}.provenance.json",
     params:
-        settings=as_json({**config["sample"], "seed": config["seed"]}),
-        sandbox=sandbox_flags,
-        max_k=max(config["evaluate"]["k"] + [config["evaluate"]["budget"]]),
+        config=sample_config,
+        calibration=calibration_flag,
+        max_k=max_k(),
     # One torch thread per job: tiny models lose more to thread sync than they gain, and two
     # jobs then run side by side on the miniature's two cores. Profiles raise it for big models.
     threads: 1
@@ -20,10 +21,10 @@ rule sample:
     conda:
         "../envs/ewa.yaml"
     log:
-        "logs/sample/alpha{tag}/{benchmark}/{setting}.log",
+        "logs/seed{seed}/sample/alpha{tag}/{benchmark}/{setting}.log",
     benchmark:
-        "results/benchmarks/sample/alpha{tag}/{benchmark}/{setting}.tsv"
+        "results/seed{seed}/benchmarks/sample/alpha{tag}/{benchmark}/{setting}.tsv"
     shell:
-        "ewa sample --model {input.model} --problems {input.problems} --setting {wildcards.setting} "
-        "--settings {params.settings:q} --max-k {params.max_k} {params.sandbox} "
-        "--workers {threads} --threads {threads} --out {output} 2> {log}"
+        "ewa sample --config {params.config:q} --model {input.model} --problems {input.problems} "
+        "--setting {wildcards.setting} --max-k {params.max_k} {params.calibration} "
+        "--workers {threads} --threads {threads} --out {output.samples} 2> {log}"

@@ -3,17 +3,15 @@
 
 rule train:
     input:
-        init="results/init",
-        problems="results/data/_train/problems.jsonl",
+        init="results/seed{seed}/init",
+        problems="results/seed{seed}/data/_train/problems.jsonl",
         calibration=calibration_input,
     output:
-        directory("results/checkpoints/{regime}"),
+        directory("results/seed{seed}/checkpoints/{regime}"),
     params:
+        config=train_config,
+        calibration=calibration_flag,
         gpus=gpus,
-        settings=as_json(config["grpo"]),
-        regime=regime_spec,
-        sandbox=sandbox_settings,
-        seed=config["seed"],
     # One torch thread per job: tiny models lose more to thread sync than they gain, and two
     # jobs then run side by side on the miniature's two cores. Profiles raise it for big models.
     threads: 1
@@ -22,10 +20,10 @@ rule train:
     conda:
         "../envs/ewa.yaml"
     log:
-        "logs/train/{regime}.log",
+        "logs/seed{seed}/train/{regime}.log",
     benchmark:
-        "results/benchmarks/train/{regime}.tsv"
+        "results/seed{seed}/benchmarks/train/{regime}.tsv"
     shell:
-        "ewa train --gpus {params.gpus} --init {input.init} --problems {input.problems} --regime {wildcards.regime} "
-        "--regimes-json {params.regime:q} --settings {params.settings:q} "
-        "--sandbox-settings {params.sandbox:q} --seed {params.seed} --threads {threads} --out {output} 2> {log}"
+        "ewa train --config {params.config:q} --regime {wildcards.regime} --init {input.init} "
+        "--problems {input.problems} {params.calibration} --gpus {params.gpus} --threads {threads} "
+        "--out {output} 2> {log}"

@@ -1,7 +1,50 @@
 import os
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+# Test modules import their shared helpers as `helpers` (tests/helpers.py), however pytest was started:
+# `python -m pytest` puts the checkout on sys.path, and with consider_namespace_packages (which the
+# namespace packages under src/ewa need) pytest then imports tests/ as a package instead of adding it.
+TESTS = str(Path(__file__).resolve().parent)
+if TESTS not in sys.path:
+    sys.path.insert(0, TESTS)
 
 # No test may reach a model hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def sandbox_factory():
+    """open(backend="bwrap", workers=2, time_factor=1.0, **settings) -> a started Sandbox, one per distinct
+    set of arguments for the whole session (closed at its end). "auto" is the machine's default backend;
+    a bwrap sandbox skips the test where bubblewrap cannot run."""
+    from ewa.sandbox import Sandbox, default_backend
+
+    opened = {}
+
+    def open_sandbox(backend: str = "bwrap", workers: int = 2, time_factor: float = 1.0, **settings):
+        backend = default_backend() if backend == "auto" else backend
+        if backend == "bwrap" and default_backend() != "bwrap":
+            pytest.skip("bubblewrap is not usable here")
+        key = (backend, workers, time_factor, tuple(sorted(settings.items())))
+        if key not in opened:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # the process backend warns: no isolation
+                opened[key] = Sandbox(backend=backend, workers=workers, time_factor=time_factor, **settings)
+        return opened[key]
+
+    yield open_sandbox
+    for sb in opened.values():
+        sb.close()
+
+
+@pytest.fixture(scope="session")
+def sandbox(sandbox_factory):
+    """The bwrap sandbox most tests judge in: two workers, nominal time limits (factor 1)."""
+    return sandbox_factory()

@@ -1,4 +1,4 @@
-"""`ewa approaches` on the synthetic alpha grid of test_frontier, with plan lines written by ewa.prompts."""
+"""`ewa approaches` on the synthetic alpha grid of helpers.DESIGN, with plan lines written by ewa.prompts."""
 from __future__ import annotations
 
 import json
@@ -7,26 +7,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ewa.approaches import approach_of
+from helpers import alpha_specs, write_approach_samples, write_design
+
+from ewa.analysis.approaches import approach_of
 from ewa.cli import main
 from ewa.prompts import code_answer
-from test_frontier import write_design
-
-
-def write_samples(eval_paths: list[str]) -> list[str]:
-    """One samples file per evals table: TLE samples declare brute force, sample 0 no plan, the rest
-    the efficient algorithm (what the tiny model's plan line would say)."""
-    specs = []
-    for path in eval_paths:
-        evals = pd.read_parquet(path)
-        out = Path(path).with_suffix(".jsonl")
-        with out.open("w") as f:
-            for r in evals.itertuples():
-                kind = None if r.sample_id == 0 else "brute" if r.verdict == "TLE" else "efficient"
-                f.write(json.dumps({"problem_id": r.problem_id, "sample_id": r.sample_id,
-                                    "completion": code_answer("print(1)", kind)}) + "\n")
-        specs.append(str(out))
-    return specs
 
 
 def test_plan_lines_name_the_approach():
@@ -38,10 +23,11 @@ def test_plan_lines_name_the_approach():
 
 def test_table_counts_each_approach_and_its_verdicts(tmp_path, capsys):
     evals, _ = write_design(tmp_path)
-    samples = write_samples(evals)
-    out = tmp_path / "approaches.csv"
-    assert main(["approaches", "--evals", *evals, "--samples", *samples, "--out", str(out)]) == 0, capsys.readouterr().err
-    table = pd.read_csv(out).set_index(["alpha", "approach"])
+    samples = write_approach_samples(evals)
+    out = tmp_path / "approaches"
+    assert main(["approaches", "--evals", *alpha_specs(evals), "--samples", *alpha_specs(samples),
+                 "--out-dir", str(out)]) == 0, capsys.readouterr().err
+    table = pd.read_csv(out / "approaches.csv").set_index(["alpha", "approach"])
     truth = pd.concat(pd.read_parquet(p).assign(alpha=a) for a, p in zip((-0.5, 0.0, 0.5, 1.0, 1.5), evals))
     truth["approach"] = ["unstated" if s == 0 else "brute" if v == "TLE" else "efficient"
                          for s, v in zip(truth.sample_id, truth.verdict)]
@@ -53,16 +39,17 @@ def test_table_counts_each_approach_and_its_verdicts(tmp_path, capsys):
         assert row["corr"] == pytest.approx(group.verdict.isin(["WA", "RE", "CE"]).mean(), abs=1e-4)
     assert table.xs("brute", level="approach")["TLE"].eq(1).all()
     assert table.groupby(level="alpha")["share"].sum().round(6).eq(1).all()
-    assert json.loads((tmp_path / "approaches.provenance.json").read_text())["config"]["samples"]
+    assert json.loads((out / "provenance.json").read_text())["config"]["samples"]
 
 
 def test_a_judged_sample_missing_from_the_samples_is_one_error_line(tmp_path, capsys):
     evals, _ = write_design(tmp_path)
-    samples = write_samples(evals)
+    samples = write_approach_samples(evals)
     lines = Path(samples[2]).read_text().splitlines()
     Path(samples[2]).write_text("\n".join(lines[:-1]) + "\n")
-    out = tmp_path / "approaches.csv"
-    assert main(["approaches", "--evals", *evals, "--samples", *samples, "--out", str(out)]) == 2
+    out = tmp_path / "approaches"
+    assert main(["approaches", "--evals", *alpha_specs(evals), "--samples", *alpha_specs(samples),
+                 "--out-dir", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and samples[2] in err[0] and "1 judged sample(s)" in err[0]
     assert not out.exists()

@@ -1,13 +1,12 @@
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
 
-from ewa.config import ConfigError, load, validate
-from ewa.merge import alpha_tag
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
+from ewa.alphas import alpha_tag
+from ewa.config import ConfigError, load, section, validate
 
 
 def test_default_config_validates_and_fills_every_section():
@@ -60,10 +59,10 @@ def test_snakemake_stops_on_a_bad_key_with_one_line(tmp_path):
 
 def test_schema_defaults_are_the_stage_defaults():
     """The schema documents each stage's knobs; the stage modules must agree with it."""
-    from ewa.models.sft import SFT_DEFAULTS
-    from ewa.models.tiny import TINY_DEFAULTS
-    from ewa.train.grpo import GRPO_DEFAULTS
+    from ewa.init.sft import sft_settings
+    from ewa.init.tiny import tiny_settings
+    from ewa.train.grpo import grpo_settings
     config = validate({})
-    assert config["model"]["tiny"] == TINY_DEFAULTS
-    assert config["model"]["sft"] == SFT_DEFAULTS
-    assert config["grpo"] == GRPO_DEFAULTS
+    assert config["model"]["tiny"] == tiny_settings() == section("model")["tiny"]
+    assert config["model"]["sft"] == sft_settings() == section("model")["sft"]
+    assert config["grpo"] == grpo_settings() == section("grpo")

@@ -7,9 +7,9 @@ import itertools
 import numpy as np
 import pytest
 
-from ewa.ensemble import (EnsembleSettings, ensemble_pass, matched_budget_table, optimize_allocation,
-                          uniform_allocation)
-from ewa.metrics import pass_at_k
+from ewa.analysis.ensemble import (EnsembleSettings, ensemble_pass, matched_budget_table, optimize_allocation,
+                                   uniform_allocation)
+from ewa.analysis.metrics import pass_at_k
 
 
 def enumerate_pass(n_i, c_i, b_i) -> float:

@@ -13,16 +13,14 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from helpers import SUM_OK, requires_bwrap
+
 from ewa.cli import main as ewa_main
+from ewa.data.tiers import write_tiers
 from ewa.io import write_jsonl
 from ewa.problems import Problem, make_test, write_problems
-from ewa.sandbox import default_backend
-from ewa.tiers import write_tiers
 
-pytestmark = [pytest.mark.timeout(300),
-              pytest.mark.skipif(default_backend() != "bwrap", reason="bubblewrap is not usable here")]
-
-SUM_OK = "a, b = map(int, input().split())\nprint(a + b)\n"
+pytestmark = [pytest.mark.timeout(300), requires_bwrap]
 
 
 @pytest.fixture
@@ -54,7 +52,7 @@ def evaluate(d: Path, *extra: str, samples: str = "samples.jsonl") -> int:
 
 
 def test_one_row_per_sample_with_carried_columns_tiers_and_provenance(inputs):
-    assert evaluate(inputs, "--tiers", str(inputs / "tiers.json")) == 0
+    assert evaluate(inputs, "--tiers", str(inputs / "tiers.json"), "--no-early-stop") == 0  # every test runs
     out = inputs / "results.parquet"
     df = pq.read_table(out).to_pandas()
     assert list(df.verdict) == ["AC", "WA", "AC", "CE"]

@@ -1,5 +1,5 @@
-"""The frontier across alphas on a synthetic evaluation set with known verdict mixes, Pareto sets,
-alpha parsing, and `ewa frontier` end to end."""
+"""The frontier across alphas on a synthetic evaluation set with known verdict mixes (helpers.DESIGN),
+Pareto sets, alpha parsing, and `ewa frontier` end to end."""
 from __future__ import annotations
 
 import json
@@ -9,59 +9,23 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from helpers import alpha_specs, expected_rate, write_design
+
+from ewa.alphas import alpha_label, parse_alpha_spec
+from ewa.analysis.frontier import pareto_mask
 from ewa.cli import main
-from ewa.frontier import alpha_label, pareto_mask, parse_eval_spec
-
-# alpha -> per-problem verdict mix (AC, TLE, MLE, WA, RE, CE), 10 samples each; p3 is never solved.
-DESIGN = {
-    -0.5: [(2, 6, 1, 1, 0, 0), (2, 6, 1, 1, 0, 0), (2, 6, 1, 1, 0, 0), (0, 8, 0, 2, 0, 0)],
-    0.0: [(3, 4, 1, 1, 1, 0), (3, 4, 1, 1, 1, 0), (3, 4, 1, 1, 1, 0), (0, 6, 0, 4, 0, 0)],
-    0.5: [(4, 2, 1, 2, 1, 0), (4, 2, 1, 2, 1, 0), (4, 2, 1, 2, 1, 0), (0, 5, 0, 5, 0, 0)],
-    1.0: [(4, 1, 0, 4, 1, 0), (4, 1, 0, 4, 1, 0), (4, 1, 0, 4, 1, 0), (0, 3, 0, 7, 0, 0)],
-    1.5: [(2, 2, 0, 5, 1, 0), (2, 2, 0, 5, 1, 0), (0, 2, 0, 6, 1, 1), (0, 3, 0, 7, 0, 0)],
-}
-ORDER = ("AC", "TLE", "MLE", "WA", "RE", "CE")
-DIFFICULTY = {"p0": "easy", "p1": "easy", "p2": "hard", "p3": "hard"}
-
-
-def verdicts(mix):
-    return [v for v, k in zip(ORDER, mix) for _ in range(k)]
-
-
-def write_design(root: Path) -> tuple[list[str], Path]:
-    paths = []
-    for alpha, mixes in DESIGN.items():
-        rows = [{"problem_id": f"p{p}", "sample_id": s, "verdict": v, "tests_passed": 1, "tests_total": 4,
-                 "first_failed_test": 1, "first_failed_tier": 0, "cpu_time_s": 0.1, "peak_memory_mb": 9.0}
-                for p, mix in enumerate(mixes) for s, v in enumerate(verdicts(mix))]
-        path = root / "evals" / f"alpha{alpha:+.2f}" / "mini" / "reasoning.parquet"
-        path.parent.mkdir(parents=True)
-        pd.DataFrame(rows).sample(frac=1, random_state=0).to_parquet(path, index=False)  # order must not matter
-        paths.append(str(path))
-    problems = root / "problems.jsonl"
-    problems.write_text("".join(json.dumps({"id": pid, "source": "t", "difficulty": d, "statement": "s",
-                                            "testtype": "stdin", "tests": [{"input": "", "output": ""}]}) + "\n"
-                                for pid, d in DIFFICULTY.items()))
-    return paths, problems
-
-
-def expected_rate(alpha, verdict_set, problems=range(4)):
-    """Mean over problems of the per-problem share of verdicts in verdict_set, by plain counting."""
-    shares = [sum(v in verdict_set for v in verdicts(DESIGN[alpha][p])) / 10 for p in problems]
-    return sum(shares) / len(shares)
 
 
 def test_labels_and_alpha_specs():
     assert [alpha_label(a) for a in (-1, 0, 0.25, 1, 1.0000000001, 1.5)] == [
         "extrapolated", "endpoint", "interpolated", "endpoint", "endpoint", "extrapolated"]
-    assert parse_eval_spec("alpha=-0.5:a/b.parquet") == (-0.5, Path("a/b.parquet"))
-    assert parse_eval_spec("1.25:x.parquet") == (1.25, Path("x.parquet"))
-    assert parse_eval_spec("results/evals/alpha+0.50/lcb/tools.parquet")[0] == 0.5
-    assert parse_eval_spec("results/evals/alpha-1.00/lcb/tools.parquet")[0] == -1.0
-    with pytest.raises(ValueError, match="give the alpha"):
-        parse_eval_spec("results/evals/model/lcb/tools.parquet")
-    with pytest.raises(ValueError, match="not a number"):
-        parse_eval_spec("alpha=abc:x.parquet")
+    assert parse_alpha_spec("alpha=-0.5:a/b.parquet") == (-0.5, Path("a/b.parquet"))
+    assert parse_alpha_spec("1.25:x.parquet") == (1.25, Path("x.parquet"))
+    # the alpha is always given: a path is never parsed for one
+    with pytest.raises(ValueError, match="expected alpha=A:PATH"):
+        parse_alpha_spec("results/evals/alpha+0.50/lcb/tools.parquet")
+    with pytest.raises(ValueError, match="expected alpha=A:PATH"):
+        parse_alpha_spec("alpha=abc:x.parquet")
 
 
 def test_pareto_on_hand_made_points():
@@ -78,8 +42,8 @@ def test_pareto_on_hand_made_points():
 def test_frontier_on_a_synthetic_eval_set(tmp_path, capsys):
     paths, problems = write_design(tmp_path)
     out = tmp_path / "frontier" / "mini" / "reasoning"
-    rc = main(["frontier", "--evals", *paths, "--problems", str(problems), "--k", "1", "5", "--budget", "10",
-               "--bootstrap", "200", "--formats", "png", "--out-dir", str(out)])
+    rc = main(["frontier", "--evals", *alpha_specs(paths), "--problems", str(problems), "--k", "1", "5",
+               "--budget", "10", "--bootstrap", "200", "--formats", "png", "--out-dir", str(out)])
     assert rc == 0, capsys.readouterr().err
     front = pd.read_csv(out / "frontier.csv")
     assert front.alpha.tolist() == [-0.5, 0.0, 0.5, 1.0, 1.5]
@@ -128,12 +92,13 @@ def test_bad_grids_fail_cleanly(tmp_path, capsys):
     paths, problems = write_design(tmp_path)
     out = tmp_path / "out"
     short = tmp_path / "short.parquet"
+    first = alpha_specs(paths)[0]
     pd.read_parquet(paths[1]).query("problem_id != 'p3'").to_parquet(short, index=False)
     for argv, message in [
-        (["--evals", paths[0], f"alpha=0:{short}"], "problems differ"),
-        (["--evals", paths[0], f"alpha=-0.5:{paths[1]}"], "alpha -0.50 is given twice"),
-        (["--evals", paths[0], "nowhere/model.parquet"], "give the alpha"),
-        (["--evals", paths[0], "alpha=2:missing.parquet"], "missing.parquet"),
+        (["--evals", first, f"alpha=0:{short}"], "problems differ"),
+        (["--evals", first, f"alpha=-0.5:{paths[1]}"], "alpha -0.50 is given twice"),
+        (["--evals", first, "nowhere/model.parquet"], "expected alpha=A:PATH"),
+        (["--evals", first, "alpha=2:missing.parquet"], "missing.parquet"),
     ]:
         rc = main(["frontier", *argv, "--bootstrap", "0", "--formats", "--out-dir", str(out)])
         err = [line for line in capsys.readouterr().err.splitlines() if line.strip() and "read evals" not in line]

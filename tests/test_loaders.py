@@ -3,15 +3,15 @@ import json
 import pickle
 import subprocess
 import zlib
-from pathlib import Path
 
 import pytest
 
-from ewa.loaders import load
+from helpers import BIN
+
+from ewa.data import load
 from ewa.problems import ProblemError, read_problems
 
-ROOT = Path(__file__).resolve().parents[1]
-EWA = str(ROOT / ".venv/bin/ewa")
+EWA = str(BIN / "ewa")
 
 
 def lcb_record(qid, difficulty="hard", date="2024-09-01T00:00:00", compressed=True, functional=False):

@@ -1,8 +1,8 @@
-"""pass@k against combinatorics, per-problem verdict counting, bootstrap CIs and `ewa metrics`."""
+"""pass@k against combinatorics, per-problem verdict counting, bad evaluation tables, rates and
+bootstrap CIs."""
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from fractions import Fraction
 
@@ -10,10 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ewa.analysis.bootstrap import bootstrap_counts, weighted_means
+from ewa.analysis.frontier import frontier_table
+from ewa.analysis.metrics import MetricsSettings, miss_probability, pass_at_k, per_problem_stats, read_evals
 from ewa.cli import main
-from ewa.metrics import (MetricsSettings, ProblemCounts, bootstrap_counts, compute_metrics, miss_probability, pass_at_k,
-                         per_problem_stats, read_evals, weighted_means)
-from ewa.sandbox.types import VERDICTS
+from ewa.verdicts import VERDICTS
 
 
 def exact_pass_at_k(n, c, k) -> Fraction:
@@ -128,11 +129,12 @@ def test_bad_tables_fail_with_one_line_naming_file_and_column(tmp_path, capsys, 
         write_evals(path, {})
     else:
         write_evals(path, {"a": ["AC", "WA"]}, sample_id=[0, 0])
-    rc = main(["metrics", "--evals", str(path), "--out", str(tmp_path / "m.json")])
-    err = capsys.readouterr().err.strip()
+    rc = main(["frontier", "--evals", f"alpha=0:{path}", "--bootstrap", "0", "--formats",
+               "--out-dir", str(tmp_path / "out")])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip() and "read evals" not in line]
     assert rc == 2
-    assert len(err.splitlines()) == 1 and str(path) in err and message in err
-    assert not (tmp_path / "m.json").exists()
+    assert len(err) == 1 and str(path) in err[0] and message in err[0]
+    assert not (tmp_path / "out").exists()
 
 
 # --- rates and the bootstrap ------------------------------------------------------------------------
@@ -145,9 +147,8 @@ def test_rates_on_a_known_mix():
     counts = counts_of(["AC", "AC", "WA", "TLE"],      # solved
                        ["TLE", "TLE", "MLE", "WA"],    # unsolved: 3/4 optimization failures
                        ["RE", "CE", "WA", "WA"])       # unsolved: all correctness failures
-    table = compute_metrics(ProblemCounts(np.array(["a", "b", "c"], dtype=object), counts),
-                            settings=MetricsSettings(k=(1, 4), bootstrap=0))
-    got = table.set_index("metric")["value"]
+    table = frontier_table(counts[:, None, :], np.array([0.0]), MetricsSettings(k=(1, 4), bootstrap=0))
+    got = table.iloc[0]
     assert got["ac_rate"] == pytest.approx(2 / 12) and got["pass@1"] == pytest.approx(2 / 12)
     assert got["pass@4"] == pytest.approx(1 / 3) and got["solved_rate"] == pytest.approx(1 / 3)
     assert got["optimization_failure_rate"] == pytest.approx((1 + 3 + 0) / 12)
@@ -182,24 +183,3 @@ def test_bootstrap_ci_contains_estimate_is_seeded_and_matches_a_plain_loop():
     s = names.index("optimization_failure_rate")
     loop = [X[i, s].mean() for i in idx]
     assert np.percentile(loop, [2.5, 97.5]) == pytest.approx([lo[s], hi[s]], abs=1e-12)
-
-
-def test_metrics_cli_writes_json_csv_and_provenance(tmp_path):
-    evals = write_evals(tmp_path / "e.parquet", {"p1": ["AC", "WA", "TLE", "AC"], "p2": ["MLE"] * 4,
-                                                  "p3": ["CE", "AC", "RE", "WA"]})
-    problems = tmp_path / "problems.jsonl"
-    problems.write_text("".join(json.dumps({"id": pid, "source": "t", "difficulty": d, "statement": "s",
-                                            "testtype": "stdin", "tests": [{"input": "", "output": ""}]}) + "\n"
-                                for pid, d in [("p1", "easy"), ("p2", "hard"), ("p3", "easy")]))
-    rc = main(["metrics", "--evals", str(evals), "--problems", str(problems), "--k", "1", "2",
-               "--bootstrap", "200", "--out", str(tmp_path / "m.json"), "--csv", str(tmp_path / "m.csv")])
-    assert rc == 0
-    record = json.loads((tmp_path / "m.json").read_text())
-    assert record["n_problems"] == 3 and record["n_samples"] == 12
-    assert record["metrics"]["all"]["solved_rate"]["value"] == pytest.approx(2 / 3)
-    assert record["metrics"]["difficulty=easy"]["n_problems"] == 2
-    assert record["metrics"]["difficulty=hard"]["optimization_failure_rate"]["value"] == 1.0
-    assert record["provenance"]["config"]["k"] == [1, 2] and str(evals) in record["provenance"]["inputs"]
-    table = pd.read_csv(tmp_path / "m.csv")
-    assert set(table.scope) == {"all", "difficulty=easy", "difficulty=hard"}
-    assert json.loads((tmp_path / "m.csv.provenance.json").read_text())["versions"]["pandas"]

@@ -9,14 +9,15 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from ewa.loaders import load as load_benchmark
-from ewa.loaders.mini import load
-from ewa.mini import FAMILIES, build, corpus_texts, instances, run_source
+from helpers import REGIMES
+
+from ewa.data import load as load_benchmark
+from ewa.data.mini import FAMILIES, build, corpus_texts, instances, run_source
+from ewa.data.mini.loader import load
+from ewa.data.tiers import build_tiers, regime_tests
 from ewa.problems import Problem, read_problems, write_problems
-from ewa.tiers import build_tiers, regime_tests
 
 PYTHON = "/usr/bin/python3"
-REGIMES = [{"name": "low", "fraction": 0.5}, {"name": "high", "fraction": 1.0}]
 
 
 @pytest.fixture(scope="session")
@@ -46,7 +47,7 @@ def test_same_seed_gives_byte_identical_file_across_processes(problems, tmp_path
     here = tmp_path / "here.jsonl"
     write_problems(problems, here)
     there = tmp_path / "there.jsonl"
-    code = "import sys; from ewa.mini import build; from ewa.problems import write_problems; " \
+    code = "import sys; from ewa.data.mini import build; from ewa.problems import write_problems; " \
            "write_problems(build(seed=0), sys.argv[1])"
     env = {**os.environ, "PYTHONHASHSEED": "12345"}  # set/dict iteration must not leak into the output
     subprocess.run([sys.executable, "-c", code, str(there)], check=True, env=env)

@@ -3,10 +3,10 @@ fails (TLE/MLE) only on the large tests; the efficient reference is AC everywher
 are caught."""
 import pytest
 
-from ewa.loaders import load
-from ewa.sandbox import Sandbox
-from ewa.sandbox.types import AC, OPTIMIZATION_FAILURES
-from ewa.tiers import regime_tests, size_order
+from ewa.data import load
+from ewa.data.tiers import regime_tests
+from ewa.problems import size_order
+from ewa.verdicts import AC, OPTIMIZATION_FAILURES
 
 LOW = {"name": "low", "fraction": 0.5}
 
@@ -22,9 +22,9 @@ def one_instance_per_family():
 
 
 @pytest.fixture(scope="module")
-def sandbox():
-    with Sandbox(backend="auto", workers=2, time_factor=1.0) as sb:
-        yield sb
+def sandbox(sandbox_factory):
+    """Whatever sandbox this machine has (bwrap, else the process backend): two workers, nominal limits."""
+    return sandbox_factory(backend="auto")
 
 
 def test_brute_force_fails_only_on_large_tests_and_efficient_is_ac(sandbox, one_instance_per_family):

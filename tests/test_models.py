@@ -3,7 +3,6 @@ deterministic, SFT on reference solutions), adopting a local HF directory, and b
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import unicodedata
 
@@ -13,16 +12,14 @@ from safetensors.torch import load_file
 from tokenizers import Tokenizer
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from helpers import PICO
+
 from ewa.cli import main
-from ewa.models.sft import sft_examples
-from ewa.models.tiny import CHAT_TEMPLATE, ENDOFTEXT, IM_END, IM_START, build_tiny_model, train_tokenizer
+from ewa.init.sft import sft_examples
+from ewa.init.tiny import CHAT_TEMPLATE, ENDOFTEXT, IM_END, IM_START, build_tiny_model, train_tokenizer
 from ewa.problems import Problem, make_test, write_problems
 from ewa.prompts import reasoning_messages
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-PICO = {"vocab_size": 600, "hidden_size": 32, "num_layers": 2, "num_heads": 2, "num_kv_heads": 1,
-        "intermediate_size": 64, "max_position_embeddings": 512}
 SAMPLES = [
     "def f(x):\n    return x ** 2  # café, naïve, 日本語 😀\n",
     "n = int(input())\n\tprint(sum(range(n)))\r\n\n\n   \n",
@@ -48,9 +45,10 @@ def problems_file(tmp_path_factory):
     return path
 
 
-def init_settings(seed=0, steps=3):
-    return json.dumps({"init": "tiny", "seed": seed, "tiny": PICO,
-                       "sft": {"steps": steps, "batch_size": 4, "learning_rate": 3e-3, "logging_steps": 1}})
+def init_config(seed=0, steps=3):
+    """`ewa init --config`: the tiny init of a pico model, briefly SFT'd."""
+    return json.dumps({"seed": seed, "model": {"init": "tiny", "tiny": PICO, "sft": {
+        "steps": steps, "batch_size": 4, "learning_rate": 3e-3, "logging_steps": 1}}})
 
 
 @pytest.fixture(scope="session")
@@ -59,7 +57,7 @@ def tiny_inits(tmp_path_factory, problems_file):
     root = tmp_path_factory.mktemp("inits")
     out = {}
     for name, seed in (("a", 0), ("b", 0), ("c", 1)):
-        rc = main(["init", "--settings", init_settings(seed), "--problems", str(problems_file),
+        rc = main(["init", "--config", init_config(seed), "--problems", str(problems_file),
                    "--out", str(root / name)])
         assert rc == 0
         out[name] = root / name
@@ -135,7 +133,7 @@ def test_init_is_deterministic_given_the_seed(tiny_inits):
 
 def test_sft_moves_the_model_toward_the_references(tmp_path, problems_file):
     """More SFT steps lower the loss on the reference solutions (the warm start learns)."""
-    rc = main(["init", "--settings", init_settings(steps=30), "--problems", str(problems_file),
+    rc = main(["init", "--config", init_config(steps=30), "--problems", str(problems_file),
                "--out", str(tmp_path / "init")])
     assert rc == 0
     result = json.loads((tmp_path / "init" / "ewa_init.json").read_text())["sft_result"]
@@ -143,7 +141,8 @@ def test_sft_moves_the_model_toward_the_references(tmp_path, problems_file):
 
 
 def test_init_adopts_a_local_hf_directory(tiny_inits, tmp_path, problems_file):
-    rc = main(["init", "--init", str(tiny_inits["a"]), "--settings", "{}", "--problems", str(problems_file),
+    no_sft = json.dumps({"model": {"sft": {"steps": 0}}})  # the schema's SFT default is for the tiny model
+    rc = main(["init", "--init", str(tiny_inits["a"]), "--config", no_sft, "--problems", str(problems_file),
                "--out", str(tmp_path / "init")])
     assert rc == 0
     src, dst = load_file(tiny_inits["a"] / "model.safetensors"), load_file(tmp_path / "init" / "model.safetensors")
@@ -152,8 +151,8 @@ def test_init_adopts_a_local_hf_directory(tiny_inits, tmp_path, problems_file):
 
 
 def test_init_fine_tunes_a_local_hf_directory_when_asked(tiny_inits, tmp_path, problems_file):
-    settings = json.dumps({"sft": {"steps": 2, "batch_size": 2, "learning_rate": 1e-2}})
-    rc = main(["init", "--init", str(tiny_inits["a"]), "--settings", settings, "--problems", str(problems_file),
+    config = json.dumps({"model": {"sft": {"steps": 2, "batch_size": 2, "learning_rate": 1e-2}}})
+    rc = main(["init", "--init", str(tiny_inits["a"]), "--config", config, "--problems", str(problems_file),
                "--out", str(tmp_path / "init")])
     assert rc == 0
     src, dst = load_file(tiny_inits["a"] / "model.safetensors"), load_file(tmp_path / "init" / "model.safetensors")
@@ -183,7 +182,7 @@ def test_bad_init_directory_is_one_clear_line(tiny_inits, tmp_path, problems_fil
 
 
 def test_unknown_tiny_setting_is_named(tmp_path, problems_file, capsys):
-    rc = main(["init", "--settings", json.dumps({"tiny": {"hidden": 3}}), "--problems", str(problems_file),
+    rc = main(["init", "--config", json.dumps({"model": {"tiny": {"hidden": 3}}}), "--problems", str(problems_file),
                "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err.strip()
-    assert rc == 2 and "model.tiny" in err and "'hidden'" in err and not (tmp_path / "out").exists()
+    assert rc == 2 and "'model.tiny.hidden'" in err and not (tmp_path / "out").exists()

@@ -9,7 +9,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,26 +16,11 @@ import pandas as pd
 import pytest
 import yaml
 
+from helpers import BIN, ROOT, reduced_config, workflow_copy, workflow_env
+
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
-ROOT = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
-WORKFLOW_FILES = ("Snakefile", "rules", "schemas", "envs", "report", "profiles", "configs")
-
-
-def env() -> dict[str, str]:
-    return {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "HF_HUB_OFFLINE": "1",
-            "TOKENIZERS_PARALLELISM": "false"}
-
-
-def workflow_copy(dest: Path, config: dict | None = None) -> Path:
-    dest.mkdir(parents=True, exist_ok=True)
-    for name in WORKFLOW_FILES:
-        src = ROOT / name
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, dest / name)
-    reduced = yaml.safe_load((ROOT / "configs/reduced.yaml").read_text())
-    (dest / "config.yaml").write_text(yaml.safe_dump(config or reduced))
-    return dest
+RUN = "results/seed0"  # configs/reduced.yaml is the replicate with seed 0
 
 
 def snakemake_cmd(*args) -> list[str]:
@@ -47,7 +31,7 @@ def snakemake_cmd(*args) -> list[str]:
 
 
 def run(workdir: Path, *args, check=True) -> subprocess.CompletedProcess:
-    r = subprocess.run(snakemake_cmd(*args), cwd=workdir, env=env(), capture_output=True, text=True)
+    r = subprocess.run(snakemake_cmd(*args), cwd=workdir, env=workflow_env(), capture_output=True, text=True)
     if check:
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
     return r
@@ -67,10 +51,6 @@ def planned_jobs(workdir: Path, *targets) -> set[tuple[str, str]]:
     return {j for j in jobs if j[0] != "all"}
 
 
-def reduced() -> dict:
-    return yaml.safe_load((ROOT / "configs/reduced.yaml").read_text())
-
-
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory) -> Path:
     """One uninterrupted run of the reduced pipeline."""
@@ -85,58 +65,70 @@ def result_files(workdir: Path) -> dict[str, Path]:
 
 
 def test_end_to_end_outputs(finished):
-    cfg = reduced()
-    frontier = pd.read_csv(finished / "results/frontier/mini/reasoning/frontier.csv")
+    cfg = reduced_config()
+    frontier = pd.read_csv(finished / RUN / "frontier/mini/reasoning/frontier.csv")
     assert sorted(frontier["alpha"]) == sorted(cfg["merge"]["alphas"])
     assert set(frontier["label"]) == {"extrapolated", "interpolated"}
-    evals = pd.read_parquet(finished / "results/evals/alpha+0.50/mini/tools.parquet")
+    evals = pd.read_parquet(finished / RUN / "evals/alpha+0.50/mini/tools.parquet")
     assert len(evals) == cfg["sample"]["n"] * cfg["benchmarks"]["mini"]["limit"]
     assert set(evals["verdict"]) <= {"AC", "WA", "TLE", "MLE", "RE", "CE"}
     for regime in ("low", "high"):
-        assert (finished / f"results/checkpoints/{regime}/config.json").exists()
-    merged = json.loads((finished / "results/merged/alpha-0.50/ewa_merge.json").read_text())
+        assert (finished / RUN / f"checkpoints/{regime}/config.json").exists()
+    merged = json.loads((finished / RUN / "merged/alpha-0.50/ewa_merge.json").read_text())
     assert merged["alpha"] == -0.5
     assert not [p for p in (finished / "results").rglob("*") if ".tmp" in p.name or "partial" in p.name]
     assert run(finished, "-n").stdout.count("rule ") == 0  # nothing left to do
 
 
+def test_every_file_a_step_writes_is_declared_by_its_rule(finished):
+    """No step leaves an undeclared file: each file under results/ is an output of the DAG (Snakemake's
+    summary lists them), or lies inside a declared directory output (a model directory)."""
+    summary = run(finished, "--summary").stdout.splitlines()
+    declared = {line.split("\t")[0] for line in summary[1:] if line.strip()}
+    directories = {d for d in declared if (finished / d).is_dir()}
+    undeclared = [name for name in result_files(finished)
+                  if name not in declared and not any(name.startswith(d + "/") for d in directories)]
+    assert not undeclared, undeclared
+    assert any(d.endswith("/init") for d in directories)
+
+
 def test_adding_an_alpha_builds_only_that_alpha_and_the_aggregates(finished, tmp_path):
-    cfg = reduced()
+    cfg = reduced_config()
     wd = tmp_path / "wd"
     shutil.copytree(finished, wd, symlinks=True)
     cfg["merge"]["alphas"] = cfg["merge"]["alphas"] + [1.0]
     (wd / "config.yaml").write_text(yaml.safe_dump(cfg))
     settings = cfg["sample"]["settings"]
-    expected = {("merge", "tag=+1.00")}
-    expected |= {(r, f"tag=+1.00, benchmark=mini, setting={s}") for r in ("sample", "evaluate") for s in settings}
-    expected |= {(r, f"benchmark=mini, setting={s}") for r in ("frontier", "approaches") for s in settings}
+    expected = {("merge", "seed=0, tag=+1.00")}
+    expected |= {(r, f"seed=0, tag=+1.00, benchmark=mini, setting={s}") for r in ("sample", "evaluate")
+                 for s in settings}
+    expected |= {(r, f"seed=0, benchmark=mini, setting={s}") for r in ("frontier", "approaches") for s in settings}
     assert planned_jobs(wd) == expected
 
 
 def test_changing_one_regime_retrains_only_that_regime(finished, tmp_path):
-    cfg = reduced()
+    cfg = reduced_config()
     wd = tmp_path / "wd"
     shutil.copytree(finished, wd, symlinks=True)
     cfg["regimes"][0]["fraction"] = 0.25  # the low regime only
     (wd / "config.yaml").write_text(yaml.safe_dump(cfg))
     jobs = planned_jobs(wd)
-    assert ("train", "regime=low") in jobs
-    assert ("train", "regime=high") not in jobs
-    assert not {r for r, _ in jobs} & {"init", "prepare_train_data", "prepare_benchmark", "calibrate"}
+    assert ("train", "seed=0, regime=low") in jobs
+    assert ("train", "seed=0, regime=high") not in jobs
+    assert not {r for r, _ in jobs} & {"init", "prepare", "calibrate"}
 
 
 def test_one_frontier_target_builds_only_its_inputs(tmp_path):
-    cfg = reduced()
+    cfg = reduced_config()
     cfg["benchmarks"]["humaneval"] = {"format": "humaneval", "limit": 2}
     wd = workflow_copy(tmp_path / "wd", cfg)
-    jobs = planned_jobs(wd, "results/frontier/mini/reasoning/frontier.csv")
-    assert {w for r, w in jobs if r == "frontier"} == {"benchmark=mini, setting=reasoning"}
+    jobs = planned_jobs(wd, f"{RUN}/frontier/mini/reasoning/frontier.csv")
+    assert {w for r, w in jobs if r == "frontier"} == {"seed=0, benchmark=mini, setting=reasoning"}
     assert all("humaneval" not in w and "setting=tools" not in w for _, w in jobs)
     assert {w for r, w in jobs if r == "sample"} == {
-        f"tag={t}, benchmark=mini, setting=reasoning" for t in ("-0.50", "+0.50", "+1.50")}
+        f"seed=0, tag={t}, benchmark=mini, setting=reasoning" for t in ("-0.50", "+0.50", "+1.50")}
     # reduced.yaml judges with fixed time limits, so no calibration job either
-    assert {r for r, _ in jobs} == {"prepare_train_data", "prepare_benchmark", "tiers", "init", "train",
-                                   "merge", "sample", "evaluate", "frontier"}
+    assert {r for r, _ in jobs} == {"prepare", "tiers", "init", "train", "merge", "sample", "evaluate", "frontier"}
 
 
 def kill_when(workdir: Path, proc: subprocess.Popen, pattern: str, timeout: float = 900) -> None:
@@ -164,8 +156,8 @@ def comparable(path: Path):
 
 def test_killed_mid_sampling_and_mid_evaluation_restarts_into_identical_results(finished, tmp_path):
     wd = workflow_copy(tmp_path / "wd")
-    for pattern in ("samples/**/*.partial.jsonl", "evals/**/*.partial"):
-        proc = subprocess.Popen(snakemake_cmd(), cwd=wd, env=env(), stdout=subprocess.DEVNULL,
+    for pattern in ("seed0/samples/**/*.partial.jsonl", "seed0/evals/**/*.partial"):
+        proc = subprocess.Popen(snakemake_cmd(), cwd=wd, env=workflow_env(), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True)
         kill_when(wd, proc, pattern)
     run(wd)
@@ -173,5 +165,5 @@ def test_killed_mid_sampling_and_mid_evaluation_restarts_into_identical_results(
     mine, reference = result_files(wd), result_files(finished)
     assert mine.keys() == reference.keys()
     for name in mine:
-        if name.startswith(("results/samples", "results/evals", "results/frontier")):
+        if name.startswith(tuple(f"{RUN}/{step}" for step in ("samples", "evals", "frontier"))):
             assert comparable(mine[name]) == comparable(reference[name]), name

@@ -7,10 +7,10 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from ewa import plots
-from ewa.ensemble import EnsembleSettings, matched_budget_table
-from ewa.frontier import AlphaGrid, frontier_table, overlaps, pass_at_k_curves
-from ewa.metrics import MetricsSettings
+from ewa.analysis import plots
+from ewa.analysis.ensemble import EnsembleSettings, matched_budget_table
+from ewa.analysis.frontier import AlphaGrid, frontier_table, overlaps, pass_at_k_curves
+from ewa.analysis.metrics import MetricsSettings
 
 ALPHAS = np.array([-1.0, -0.5, 0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0])
 
@@ -27,7 +27,8 @@ def synthetic_grid(P=50, n=16, seed=0) -> AlphaGrid:
             probs = [p_ac[p], *(1 - p_ac[p]) * np.array([opt * 0.8, opt * 0.2, (1 - opt) * 0.7,
                                                          (1 - opt) * 0.2, (1 - opt) * 0.1])]
             counts[p, a] = rng.multinomial(n, [probs[0], probs[3], probs[1], probs[2], probs[4], probs[5]])
-    return AlphaGrid(ALPHAS, np.array([f"p{i}" for i in range(P)], dtype=object), counts, ["synthetic"] * len(ALPHAS))
+    return AlphaGrid(problem_ids=np.array([f"p{i}" for i in range(P)], dtype=object), counts=counts, alphas=ALPHAS,
+                     sources=["synthetic"] * len(ALPHAS))
 
 
 def png_size(path):

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from ewa.config import alpha_tag, load
+from helpers import BIN, ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
-SNAKEMAKE = Path(sys.executable).parent / "snakemake"
+from ewa.alphas import alpha_tag
+from ewa.config import load
+
+SNAKEMAKE = BIN / "snakemake"
 PAPER = ["paper-7b", "paper-32b"]
 # The laptop profile (profiles/local once renamed: see test_slurm_profile_resources_reach_the_jobs).
 LOCAL_PROFILE = next(p for p in (ROOT / "profiles" / "local", ROOT / "profiles" / "default") if p.is_dir())
@@ -47,12 +48,17 @@ def job_resources(out: str, rule: str) -> list[dict[str, str]]:
 
 def expected_counts(config: dict) -> dict[str, int]:
     benchmarks, settings = len(config["benchmarks"]), len(config["sample"]["settings"])
-    alphas = len({alpha_tag(a) for a in config["merge"]["alphas"]})
-    return {"prepare_train_data": 1, "prepare_benchmark": benchmarks, "init": 1,
-            "train": 2,  # only the merge endpoints are trained
-            "merge": alphas, "sample": alphas * benchmarks * settings,
-            "evaluate": alphas * benchmarks * settings, "frontier": benchmarks * settings,
-            "approaches": benchmarks * settings, "all": 1}
+    tags = {alpha_tag(a) for a in config["merge"]["alphas"]}
+    alphas = len(tags)
+    counts = {"prepare": 1 + benchmarks,  # train_data and every benchmark
+              "init": 1,
+              "train": 2,  # only the merge endpoints are trained
+              "merge": alphas, "sample": alphas * benchmarks * settings,
+              "evaluate": alphas * benchmarks * settings, "frontier": benchmarks * settings,
+              "approaches": benchmarks * settings, "all": 1}
+    if {"+0.00", "+1.00"} <= tags:  # the claims compare the trained endpoints
+        counts["claims"] = benchmarks * settings
+    return counts
 
 
 def slurm_profile() -> dict:
@@ -72,12 +78,12 @@ def test_paper_config_dry_run_through_slurm_profile_lists_the_full_dag(name, tmp
 def test_slurm_gpu_requests_match_what_the_paper_config_uses(name):
     config, res = load(ROOT / "configs" / f"{name}.yaml"), slurm_profile()["set-resources"]
     # `ewa train --gpus N` launches one accelerate process per GPU the profile gives the job
-    from ewa.train.launch import launch_command
+    from ewa.train.launch import accelerate_config_path, launch_command
     command = launch_command(["--out", "x"], config["grpo"], int(res["train"]["gpu"]))
     assert command[command.index("--num_processes") + 1] == str(res["train"]["gpu"]) and int(res["train"]["gpu"]) > 1
     assert res["sample"]["gpu"] == config["sample"]["tensor_parallel_size"]
     assert config["grpo"]["use_vllm"] and config["sample"]["backend"] == "vllm"
-    assert (ROOT / config["grpo"]["accelerate_config"]).is_file()
+    assert accelerate_config_path(config["grpo"]["accelerate_config"]).is_file()
 
 
 def test_slurm_profile_resources_reach_the_jobs(tmp_path):

@@ -9,8 +9,10 @@ import shutil
 
 import pytest
 
+from helpers import PICO_ONE_HEAD
+
 from ewa.cli import main
-from ewa.models.tiny import build_tiny_model, train_tokenizer
+from ewa.init.tiny import build_tiny_model, train_tokenizer
 from ewa.problems import Problem, make_test, write_problems
 from ewa.sample.backends import Completion, make_backend, resolve_backend
 from ewa.sample.backends.vllm import vllm_python
@@ -19,15 +21,12 @@ from ewa.sample.config import SampleConfig
 from ewa.sample.records import partial_path
 from ewa.sample.run import provenance_path, sample_file
 from ewa.sample.settings import setting_class
-from ewa.sandbox import Sandbox
 
-# head_dim 32 (hidden 32, one head): the smallest vLLM's CPU attention supports.
-PICO = {"hidden_size": 32, "num_layers": 2, "num_heads": 1, "num_kv_heads": 1, "intermediate_size": 64,
-        "max_position_embeddings": 1024}
 TEXTS = ["def f(x):\n    return x + 1\n", "print(sum(map(int, input().split())))\n",
          "```python\nprint(input())\n```\n", "<tool: python>\nprint(6 * 7)\n</tool>\n<output>\n42\n</output>\n",
          "Read two integers and print their sum.", "Your program passed 1 of 2 public tests."] * 10
-SANDBOX = {"backend": "bwrap", "workers": 2, "time_factor": 1.0}
+# The config's sandbox section for sample_file: bwrap with nominal time limits (as the `sandbox` fixture).
+SANDBOX = {"backend": "bwrap", "calibrate": False}
 HIDDEN = ("HIDDEN_IN_7731", "HIDDEN_OUT_7731", "HIDDEN_OUT_9917")
 
 
@@ -35,7 +34,7 @@ HIDDEN = ("HIDDEN_IN_7731", "HIDDEN_OUT_7731", "HIDDEN_OUT_9917")
 def pico(tmp_path_factory) -> str:
     path = tmp_path_factory.mktemp("pico") / "model"
     tokenizer = train_tokenizer(TEXTS, 400)
-    build_tiny_model(tokenizer, PICO, seed=0).save_pretrained(path)
+    build_tiny_model(tokenizer, PICO_ONE_HEAD, seed=0).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return str(path)
 
@@ -125,10 +124,10 @@ def test_hf_stop_string_ends_the_completion(pico):
 
 def test_cli_reasoning_writes_records_and_provenance(pico, problems_file, tmp_path):
     out = tmp_path / "samples" / "reasoning.jsonl"
-    settings = {"n": 2, "max_new_tokens": 8, "backend": "hf", "batch_size": 4, "seed": 3,
+    settings = {"n": 2, "max_new_tokens": 8, "backend": "hf", "batch_size": 4,
                 "assistant_prefix": "```python\nprint(input())\n```\n", "settings": ["reasoning"]}
     assert main(["sample", "--model", pico, "--problems", problems_file, "--setting", "reasoning",
-                 "--settings", json.dumps(settings), "--out", str(out), "--max-k", "2"]) == 0
+                 "--config", json.dumps({"sample": settings, "seed": 3}), "--out", str(out), "--max-k", "2"]) == 0
     records = read(out)
     assert [(r["problem_id"], r["sample_id"]) for r in records] == [(p, i) for p in ("add", "echo", "sq") for i in (0, 1)]
     for r in records:
@@ -153,7 +152,7 @@ def test_hf_sampling_is_reproducible_for_a_seed(pico, problems_file, tmp_path):
     assert [r["completion"] for r in other] != [r["completion"] for r in runs[0]]
 
 
-def test_tools_loop_executes_calls_in_the_sandbox():
+def test_tools_loop_executes_calls_in_the_sandbox(sandbox):
     """The protocol alone, driven by a scripted generator (the model cannot be made to call a tool)."""
     script = {  # per problem: the completions its generate calls return, in order
         "add": ["Let me check.\n<tool: python>\nprint(sum(range(10)))\n</tool>",
@@ -190,10 +189,9 @@ def test_tools_loop_executes_calls_in_the_sandbox():
         chat_template = None
 
     backend = Scripted()
-    with Sandbox(**SANDBOX) as sb:
-        setting = setting_class("tools")(cfg, NoTemplate(), sb, workers=2)
-        samples = [setting.start(p, 0) for p in problems()[:2]]
-        setting.run(samples, backend)
+    setting = setting_class("tools")(cfg, NoTemplate(), sandbox, workers=2)
+    samples = [setting.start(p, 0) for p in problems()[:2]]
+    setting.run(samples, backend)
     add, echo = samples
     assert "<tool: python>\nprint(sum(range(10)))\n</tool>\n<output>\n45\n</output>\n" in add.completion
     assert "(stopped: took longer than 0.5 s)" in add.completion
@@ -206,22 +204,20 @@ def test_tools_loop_executes_calls_in_the_sandbox():
     assert [] in backend.stops and ["</tool>"] in backend.stops
 
 
-def test_tools_through_hf_backend_runs_a_forced_call(pico):
+def test_tools_through_hf_backend_runs_a_forced_call(pico, sandbox):
     cfg = config(assistant_prefix="<tool: python>\nprint(6 * 7)\n</tool>", tools={"max_tool_calls": 1})
-    with Sandbox(**SANDBOX) as sb:
-        backend = make_backend("hf", pico, load_tokenizer(pico), cfg)
-        samples = run_setting("tools", cfg, pico, problems()[:1], backend, sb)
+    backend = make_backend("hf", pico, load_tokenizer(pico), cfg)
+    samples = run_setting("tools", cfg, pico, problems()[:1], backend, sandbox)
     for s in samples:
         assert s.completion.startswith("<tool: python>\nprint(6 * 7)\n</tool>\n<output>\n42\n</output>\n")
         assert s.tool_calls == 1 and s.tokens_generated > 0  # generation continued after the output
         assert len(s.completion) > len("<tool: python>\nprint(6 * 7)\n</tool>\n<output>\n42\n</output>\n")
 
 
-def test_agentic_feedback_uses_public_tests_only(pico):
+def test_agentic_feedback_uses_public_tests_only(pico, sandbox):
     cfg = config(assistant_prefix="```python\nprint(input())\n```\n", agentic={"max_turns": 3})
-    with Sandbox(**SANDBOX) as sb:
-        backend = Recording(make_backend("hf", pico, load_tokenizer(pico), cfg))
-        samples = run_setting("agentic", cfg, pico, problems()[:2], backend, sb)
+    backend = Recording(make_backend("hf", pico, load_tokenizer(pico), cfg))
+    samples = run_setting("agentic", cfg, pico, problems()[:2], backend, sandbox)
     add, echo = samples[0], samples[2]
     # echo passes its public test at once; add fails public test 1 every turn until max_turns
     assert echo.turns == 1 and echo.done and echo.code == "print(input())\n"
@@ -256,11 +252,11 @@ def test_resume_keeps_finished_problems_and_continues(pico, tmp_path):
 
 @pytest.mark.parametrize("change, needle", [
     ({"setting": "chat"}, "unknown setting 'chat'"),
-    ({"settings": {"backend": "tgi"}}, "unknown backend 'tgi'"),
-    ({"settings": {"n": 2}, "max_k": "8"}, "sample.n=2 is smaller than the largest k (8)"),
-    ({"settings": {"tools": {"max_calls": 1}}}, "sample.tools.max_calls: unknown key"),
-    ({"settings": {"temperature": "hot"}}, "sample.temperature: expected float"),
-    ({"settings": "{not json"}, "--settings: not valid JSON"),
+    ({"sample": {"backend": "tgi"}}, "key 'sample.backend': expected one of"),
+    ({"sample": {"n": 2}, "max_k": "8"}, "sample.n=2 is smaller than the largest k (8)"),
+    ({"sample": {"tools": {"max_calls": 1}}}, "unknown key 'sample.tools.max_calls'"),
+    ({"sample": {"temperature": "hot"}}, "key 'sample.temperature': expected number"),
+    ({"config": "{not json"}, "--config: not valid JSON"),
     ({"model": "no-tokenizer"}, "no tokenizer"),
 ])
 def test_bad_input_is_one_clear_line(pico, problems_file, tmp_path, capsys, change, needle):
@@ -271,10 +267,9 @@ def test_bad_input_is_one_clear_line(pico, problems_file, tmp_path, capsys, chan
         for name in os.listdir(model):
             if name.startswith("tokenizer") or name.endswith(".jinja"):
                 os.remove(os.path.join(model, name))
-    settings = change.get("settings", {"n": 2})
+    config = change.get("config") or json.dumps({"sample": change.get("sample", {"n": 2})})
     argv = ["sample", "--model", model, "--problems", problems_file, "--setting", change.get("setting", "reasoning"),
-            "--settings", settings if isinstance(settings, str) else json.dumps(settings),
-            "--out", str(tmp_path / "out.jsonl"), "--max-k", change.get("max_k", "1")]
+            "--config", config, "--out", str(tmp_path / "out.jsonl"), "--max-k", change.get("max_k", "1")]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert needle in err and len(err.splitlines()) == 1, err
@@ -288,7 +283,7 @@ def test_bad_input_is_one_clear_line(pico, problems_file, tmp_path, capsys, chan
 def test_vllm_backend_samples_tools_through_the_worker(pico, tmp_path, monkeypatch):
     monkeypatch.setenv("EWA_CACHE_DIR", str(tmp_path / "cache"))
     cfg = config(backend="vllm", assistant_prefix="<tool: python>\nprint(6 * 7)\n</tool>", tools={"max_tool_calls": 1})
-    out = sample_file(problems()[:2], "tools", cfg, pico, tmp_path / "tools.jsonl", sandbox_options=SANDBOX,
+    out = sample_file(problems()[:2], "tools", cfg, pico, tmp_path / "tools.jsonl", sandbox=SANDBOX, workers=2,
                       progress=False)
     records = read(out)
     assert len(records) == 4 and {r["backend"] for r in records} == {"vllm"}

@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+from helpers import SUM_OK
+
 from ewa.cli import main as ewa_main
 from ewa.problems import Problem, ProblemError, make_test
 from ewa.sandbox import Sandbox, SandboxSettings, default_backend
@@ -16,7 +18,7 @@ from ewa.sandbox.calibrate import read_calibration
 from ewa.sandbox.checkers import tokens_match, values_match
 from ewa.sandbox.extract import extract_code
 from ewa.sandbox.forkserver import decode, encode
-from ewa.sandbox.types import AC, CE, MLE, RE, TLE, WA
+from ewa.verdicts import AC, CE, MLE, RE, TLE, WA
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -28,7 +30,6 @@ def problem(testtype, tests, func_name=None, time_limit_s=0.5, memory_limit_mb=1
 
 
 SUM = problem("stdin", [("1 2\n", "3\n"), ("10 20\n", "30\n"), ("100 200\n", "300\n")])
-SUM_OK = "a, b = map(int, input().split())\nprint(a + b)\n"
 ADD = problem("functional", [("1\n2", "3"), ("[1, 2]\n[3]", "[1, 2, 3]")], func_name="add")
 # Verdict programs for both problem kinds: (stdin code, functional code, verdict).
 VERDICTS = [
@@ -41,38 +42,30 @@ VERDICTS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def sb():
-    if default_backend() != "bwrap":
-        pytest.skip("bubblewrap is not usable here")
-    with Sandbox(backend="bwrap", workers=2, time_factor=1.0) as sandbox:
-        yield sandbox
-
-
 @pytest.mark.parametrize("stdin_code,functional_code,verdict", VERDICTS, ids=[v[2] for v in VERDICTS])
-def test_each_verdict_on_stdin_and_functional(sb, stdin_code, functional_code, verdict):
+def test_each_verdict_on_stdin_and_functional(sandbox, stdin_code, functional_code, verdict):
     for prob, code in ((SUM, stdin_code), (ADD, functional_code)):
-        r = sb.judge(prob, code, early_stop=True)
+        r = sandbox.judge(prob, code, early_stop=True)
         assert r.verdict == verdict, (prob.testtype, r)
         assert r.tests_total == len(prob.tests) and len(r.tests) == (len(prob.tests) if verdict == AC else 1)
         assert r.tests_passed == (len(prob.tests) if verdict == AC else 0)
         assert r.first_failed_test == (None if verdict == AC else r.tests[0].index)
 
 
-def test_compile_error_stops_after_one_test_and_names_the_error(sb):
-    r = sb.judge(SUM, "print(\n")
+def test_compile_error_stops_after_one_test_and_names_the_error(sandbox):
+    r = sandbox.judge(SUM, "print(\n")
     assert [t.verdict for t in r.tests] == [CE] and "SyntaxError" in r.tests[0].error
-    assert sb.judge(SUM, None).verdict == CE  # no code extracted from the completion
+    assert sandbox.judge(SUM, None).verdict == CE  # no code extracted from the completion
 
 
-def test_tle_is_decided_on_cpu_time_so_load_does_not_flip_verdicts(sb):
+def test_tle_is_decided_on_cpu_time_so_load_does_not_flip_verdicts(sandbox):
     prob = problem("stdin", [("", "ok")], time_limit_s=0.6)
     burn = "import time\nwhile time.process_time() < {}:\n    pass\nprint('ok')\n"
     load = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(3)]
     try:
         time.sleep(0.2)
-        under = [sb.judge(prob, burn.format(0.3)) for _ in range(2)]
-        over = [sb.judge(prob, burn.format(1.2)) for _ in range(2)]
+        under = [sandbox.judge(prob, burn.format(0.3)) for _ in range(2)]
+        over = [sandbox.judge(prob, burn.format(1.2)) for _ in range(2)]
     finally:
         for p in load:
             p.kill()
@@ -82,90 +75,90 @@ def test_tle_is_decided_on_cpu_time_so_load_does_not_flip_verdicts(sb):
     assert all(0.3 <= r.cpu_time_s < 0.6 for r in under)
 
 
-def test_sleeping_ends_at_the_wall_backstop(sb):
+def test_sleeping_ends_at_the_wall_backstop(sandbox):
     start = time.monotonic()
-    r = sb.judge(problem("stdin", [("", "")], time_limit_s=0.2), "import time\ntime.sleep(30)\n")
+    r = sandbox.judge(problem("stdin", [("", "")], time_limit_s=0.2), "import time\ntime.sleep(30)\n")
     assert r.verdict == TLE and r.cpu_time_s < 0.2 and 1.6 <= time.monotonic() - start < 5
 
 
-def test_whitespace_and_float_tolerance(sb):
-    assert sb.judge(problem("stdin", [("", "1 2\n3\n")]), "print(' 1   2 \\n\\n 3 ')").verdict == AC
-    assert sb.judge(problem("stdin", [("", "1 2 3\n")]), "print('1 2')").verdict == WA
+def test_whitespace_and_float_tolerance(sandbox):
+    assert sandbox.judge(problem("stdin", [("", "1 2\n3\n")]), "print(' 1   2 \\n\\n 3 ')").verdict == AC
+    assert sandbox.judge(problem("stdin", [("", "1 2 3\n")]), "print('1 2')").verdict == WA
     third = problem("stdin", [("", "0.333333\n")])
-    assert sb.judge(third, "print(1 / 3)").verdict == AC
-    assert sb.judge(third, "print(0.3334)").verdict == WA
-    assert sb.judge(problem("stdin", [("", "3\n")]), "print(3.0000001)").verdict == WA  # integers are exact
+    assert sandbox.judge(third, "print(1 / 3)").verdict == AC
+    assert sandbox.judge(third, "print(0.3334)").verdict == WA
+    assert sandbox.judge(problem("stdin", [("", "3\n")]), "print(3.0000001)").verdict == WA  # integers are exact
     ratio = problem("functional", [("1\n3", "0.3333333333")], func_name="div")
-    assert sb.judge(ratio, "def div(a, b):\n    return a / b\n").verdict == AC
-    assert sb.judge(ratio, "def div(a, b):\n    return 0.3334\n").verdict == WA
+    assert sandbox.judge(ratio, "def div(a, b):\n    return a / b\n").verdict == AC
+    assert sandbox.judge(ratio, "def div(a, b):\n    return 0.3334\n").verdict == WA
 
 
-def test_exact_compare_when_tolerance_is_zero():
-    with Sandbox(backend="bwrap", workers=1, time_factor=1.0, float_tol=0.0) as exact:
-        assert exact.judge(problem("stdin", [("", "0.333333\n")]), "print(1 / 3)").verdict == WA
+def test_exact_compare_when_tolerance_is_zero(sandbox_factory):
+    exact = sandbox_factory(workers=1, float_tol=0.0)
+    assert exact.judge(problem("stdin", [("", "0.333333\n")]), "print(1 / 3)").verdict == WA
 
 
-def test_functional_leetcode_solution_class_and_tuples(sb):
+def test_functional_leetcode_solution_class_and_tuples(sandbox):
     two_sum = problem("functional", [("[2, 7, 11, 15]\n9", "[0, 1]"), ("[3, 3]\n6", "[0, 1]")],
                       func_name="twoSum")
     code = ("class Solution:\n    def twoSum(self, nums, target):\n        seen = {}\n"
             "        for i, x in enumerate(nums):\n            if target - x in seen:\n"
             "                return (seen[target - x], i)\n            seen[x] = i\n")
-    assert sb.judge(two_sum, code).verdict == AC
-    assert sb.judge(two_sum, code.replace("return (seen[target - x], i)", "return [i]")).verdict == WA
+    assert sandbox.judge(two_sum, code).verdict == AC
+    assert sandbox.judge(two_sum, code.replace("return (seen[target - x], i)", "return [i]")).verdict == WA
 
 
-def test_functional_output_must_be_json(sb):
+def test_functional_output_must_be_json(sandbox):
     with pytest.raises(ProblemError, match=r"tests\[0\]\.output"):
-        sb.judge(problem("functional", [("1", "not json")], func_name="f"), "def f(x):\n    return x\n")
+        sandbox.judge(problem("functional", [("1", "not json")], func_name="f"), "def f(x):\n    return x\n")
 
 
-def test_testcode_checks_run_outside_the_candidate(sb):
+def test_testcode_checks_run_outside_the_candidate(sandbox):
     tc = problem("testcode", [("def check(candidate):\n    assert candidate([3, 1, 2]) == [1, 2, 3]\n"
                                "    try:\n        candidate(None)\n    except ValueError:\n        pass\n"
                                "    else:\n        assert False\n", "")], func_name="srt")
     ok = "def srt(xs):\n    if xs is None:\n        raise ValueError('none')\n    return sorted(xs)\n"
-    assert sb.judge(tc, ok).verdict == AC  # a candidate's exception reaches the test code, catchable
-    assert sb.judge(tc, ok.replace("sorted(xs)", "xs")).verdict == WA
-    assert sb.judge(tc, "def srt(xs):\n    return sorted(xs)\n").verdict == RE  # TypeError on None
-    assert sb.judge(tc, "def srt(xs):\n    return iter(sorted(xs))\n").verdict == RE  # not a plain value
+    assert sandbox.judge(tc, ok).verdict == AC  # a candidate's exception reaches the test code, catchable
+    assert sandbox.judge(tc, ok.replace("sorted(xs)", "xs")).verdict == WA
+    assert sandbox.judge(tc, "def srt(xs):\n    return sorted(xs)\n").verdict == RE  # TypeError on None
+    assert sandbox.judge(tc, "def srt(xs):\n    return iter(sorted(xs))\n").verdict == RE  # not a plain value
 
 
-def test_early_stop_order_and_tiers(sb):
+def test_early_stop_order_and_tiers(sandbox):
     # File order is not size order: the smallest input runs first.
     prob = problem("stdin", [("100 200\n", "300\n"), ("1 2\n", "3\n"), ("10 20\n", "31\n")])
-    full = sb.judge(prob, SUM_OK, test_tiers=[1, 0, 0])
+    full = sandbox.judge(prob, SUM_OK, test_tiers=[1, 0, 0])
     assert [t.index for t in full.tests] == [1, 2, 0]
     assert (full.verdict, full.tests_passed, full.first_failed_test, full.first_failed_tier) == (WA, 2, 2, 0)
-    stopped = sb.judge(prob, "print(3)\n", early_stop=True)
+    stopped = sandbox.judge(prob, "print(3)\n", early_stop=True)
     assert [t.index for t in stopped.tests] == [1, 2] and stopped.tests_total == 3
-    chosen = sb.judge(prob, SUM_OK, tests=[0, 1])
+    chosen = sandbox.judge(prob, SUM_OK, tests=[0, 1])
     assert chosen.verdict == AC and [t.index for t in chosen.tests] == [0, 1] and chosen.tests_total == 2
 
 
-def test_judge_many_keeps_order(sb):
+def test_judge_many_keeps_order(sandbox):
     items = [(SUM, SUM_OK if i % 3 else "print(0)", None) for i in range(12)]
-    assert [r.verdict for r in sb.judge_many(items)] == [WA if i % 3 == 0 else AC for i in range(12)]
+    assert [r.verdict for r in sandbox.judge_many(items)] == [WA if i % 3 == 0 else AC for i in range(12)]
 
 
-def test_peak_memory_and_cpu_are_measured(sb):
-    r = sb.judge(problem("stdin", [("", "")], memory_limit_mb=256),
+def test_peak_memory_and_cpu_are_measured(sandbox):
+    r = sandbox.judge(problem("stdin", [("", "")], memory_limit_mb=256),
                  "x = bytearray(80 << 20)\nx[::4096] = b'1' * len(x[::4096])\n")
     assert r.verdict == AC and 80 <= r.peak_memory_mb < 128
 
 
-def test_run_code_statuses(sb):
-    ok = sb.run_code("print(input()[::-1])", stdin="abc")
+def test_run_code_statuses(sandbox):
+    ok = sandbox.run_code("print(input()[::-1])", stdin="abc")
     assert (ok.status, ok.stdout, ok.exit_code) == ("ok", "cba\n", 0)
-    assert sb.run_code("import sys\nsys.exit(3)").exit_code == 3
-    assert sb.run_code("import sys\nsys.exit(3)").status == RE
-    assert sb.run_code("while True: pass", time_limit_s=0.2).status == TLE
-    assert sb.run_code("x = bytearray(1 << 30)", memory_limit_mb=64).status == MLE
-    ce = sb.run_code("def f(:")
+    assert sandbox.run_code("import sys\nsys.exit(3)").exit_code == 3
+    assert sandbox.run_code("import sys\nsys.exit(3)").status == RE
+    assert sandbox.run_code("while True: pass", time_limit_s=0.2).status == TLE
+    assert sandbox.run_code("x = bytearray(1 << 30)", memory_limit_mb=64).status == MLE
+    ce = sandbox.run_code("def f(:")
     assert ce.status == RE and "SyntaxError" in ce.stderr
 
 
-def test_time_factor_scales_limits(tmp_path):
+def test_time_factor_scales_limits(tmp_path, sandbox_factory):
     calibration = tmp_path / "calibration.json"
     calibration.write_text(json.dumps({"time_factor": 4.0}))
     prob = problem("stdin", [("", "ok")], time_limit_s=0.2)
@@ -173,8 +166,7 @@ def test_time_factor_scales_limits(tmp_path):
     with Sandbox(backend="bwrap", workers=1, calibration_path=str(calibration)) as slow_machine:
         assert slow_machine.time_factor == 4.0 and slow_machine.judge(prob, code).verdict == AC
         assert slow_machine.info()["calibration"]["source"] == str(calibration)
-    with Sandbox(backend="bwrap", workers=1, time_factor=1.0) as nominal:
-        assert nominal.judge(prob, code).verdict == TLE
+    assert sandbox_factory(workers=1).judge(prob, code).verdict == TLE  # nominal limits
 
 
 def test_calibrate_cli_writes_a_factor(tmp_path):

@@ -5,15 +5,15 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-import warnings
 from pathlib import Path
 
 import pytest
 
+from helpers import docker_image_ready
+
 import ewa
 from ewa.problems import Problem, make_test
-from ewa.sandbox import Sandbox, default_backend
-from ewa.sandbox.types import AC, MLE, RE, TLE, WA
+from ewa.verdicts import AC, MLE, RE, TLE, WA
 
 pytestmark = pytest.mark.timeout(300)
 PROJECT = Path(ewa.__file__).resolve().parents[2]
@@ -108,26 +108,15 @@ CASES = {
 }
 
 
-def docker_image_ready(image: str = "ewa-sandbox:latest") -> bool:
-    import shutil
-    import subprocess
-    return bool(shutil.which("docker")) and subprocess.run(
-        ["docker", "image", "inspect", image], capture_output=True).returncode == 0
-
-
 @pytest.fixture(scope="module", params=["bwrap", "process", pytest.param("docker", marks=pytest.mark.docker)])
-def sb(request):
-    if request.param == "bwrap" and default_backend() != "bwrap":
-        pytest.skip("bubblewrap is not usable here")
+def sb(request, sandbox_factory):
+    """One worker per backend, so the sample after a hostile one runs on the worker it attacked."""
     if request.param == "docker" and not docker_image_ready():
         pytest.skip("no Docker engine with ewa-sandbox:latest (make docker-sandbox builds it)")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        # Without pid namespaces (process backend) a uid nobody else uses keeps kill(-1) and the
-        # process census away from other sandboxes running on this machine.
-        uid = 65000 if request.param == "process" else None
-        with Sandbox(backend=request.param, workers=1, time_factor=1.0, uid=uid) as sandbox:
-            yield sandbox
+    # Without pid namespaces (process backend) a uid nobody else uses keeps kill(-1) and the
+    # process census away from other sandboxes running on this machine.
+    uid = 65000 if request.param == "process" else None
+    return sandbox_factory(backend=request.param, workers=1, uid=uid)
 
 
 def assert_next_sample_runs(sb, prob=ECHO):

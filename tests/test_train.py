@@ -15,19 +15,14 @@ import pytest
 from accelerate.commands.config.config_args import load_config_from_file
 from transformers import AutoModelForCausalLM
 
+from helpers import PICO_WIDE, REGIMES
+
 from ewa.cli import main
 from ewa.problems import Problem, make_test, write_problems
 from ewa.train.grpo import batch_shape, grpo_config, grpo_settings
 from ewa.train.launch import accelerate_config_path, launch_command, vllm_server_command
 from ewa.train.reward import CoverageReward
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-REGIMES = [{"name": "low", "fraction": 0.5}, {"name": "high", "fraction": 1.0}]
-# Twice the usual pico width: hidden 32 cannot memorise a program in a few seconds of SFT, and the GRPO
-# test needs an init that writes code for the sandbox to judge.
-PICO = {"vocab_size": 500, "hidden_size": 64, "num_layers": 2, "num_heads": 4, "num_kv_heads": 2,
-        "intermediate_size": 128, "max_position_embeddings": 512}
 BRUTE = ("n = int(input())\nxs = input().split()\n"
          "print(sum(1 for i in range(n) for j in range(i + 1, n) if xs[i] == xs[j]))")
 EFFICIENT = ("from collections import Counter\ninput()\n"
@@ -59,14 +54,6 @@ def answer(code: str) -> list[dict]:
 
 
 @pytest.fixture(scope="session")
-def sandbox():
-    from ewa.sandbox import Sandbox
-
-    with Sandbox(backend="bwrap", workers=2) as sb:
-        yield sb
-
-
-@pytest.fixture(scope="session")
 def problems_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("train") / "train.jsonl"
     write_problems([pairs_problem("toy/pairs-a"), pairs_problem("toy/pairs-b")], path)
@@ -78,15 +65,15 @@ def pico_init(tmp_path_factory, problems_file):
     """A pico init, SFT'd hard enough on the two problems that it writes code blocks."""
     out = tmp_path_factory.mktemp("init") / "init"
     sft = {"steps": 80, "batch_size": 8, "learning_rate": 1e-2, "warmup_ratio": 0.1}
-    settings = {"seed": 0, "tiny": PICO, "sft": sft}
-    assert main(["init", "--settings", json.dumps(settings), "--problems", str(problems_file), "--out", str(out)]) == 0
+    config = {"seed": 0, "model": {"init": "tiny", "tiny": PICO_WIDE, "sft": sft}}
+    assert main(["init", "--config", json.dumps(config), "--problems", str(problems_file), "--out", str(out)]) == 0
     return out
 
 
 def train_argv(init, problems, out, regime="high", settings=GRPO, regimes=REGIMES):
+    config = {"grpo": settings, "sandbox": {"backend": "bwrap"}, "regimes": regimes, "seed": 0}
     return ["train", "--init", str(init), "--problems", str(problems), "--regime", regime,
-            "--regimes-json", json.dumps(regimes), "--settings", json.dumps(settings),
-            "--sandbox-settings", json.dumps({"backend": "bwrap", "workers": 2}), "--out", str(out)]
+            "--config", json.dumps(config), "--out", str(out)]
 
 
 def test_reward_follows_the_regimes_tests(sandbox):
@@ -154,7 +141,7 @@ def test_killed_run_resumes_from_its_last_checkpoint(pico_init, problems_file, t
     ({"regime": "medium"}, "--regime: unknown regime 'medium'"),
     ({"regimes": [{"name": "low", "max_size": 0}, {"name": "high", "max_size": 10**9}], "regime": "low"},
      "selects no tests"),
-    ({"settings": {**GRPO, "lr": 1}}, "grpo: unknown key 'lr'"),
+    ({"settings": {**GRPO, "lr": 1}}, "unknown key 'grpo.lr'"),
     ({"settings": {**GRPO, "num_generations": 1}}, "grpo.num_generations"),
     ({"init": "missing"}, "--init"),
     ({"init": "no-config"}, "config.json is missing"),
@@ -208,7 +195,7 @@ def test_launch_command(tmp_path):
     assert launch_command(argv, {"accelerate_config": "zero3"}, gpus=0, python="py") == plain  # no GPUs: plain
     cmd = launch_command(argv, {"accelerate_config": "zero3"}, gpus=8, python="py")
     assert cmd[:3] == ["py", "-m", "accelerate.commands.launch"]
-    assert cmd[cmd.index("--config_file") + 1].endswith("configs/accelerate/zero3.yaml")
+    assert cmd[cmd.index("--config_file") + 1].endswith("ewa/train/accelerate/zero3.yaml")  # shipped in the package
     assert cmd[cmd.index("--num_processes") + 1] == "8" and cmd[-len(argv) - 3:] == ["-m", "ewa.cli", "train", *argv]
     server = {"accelerate_config": "fsdp", "use_vllm": True, "vllm_mode": "server", "vllm_server_gpus": 2}
     assert launch_command(argv, server, gpus=8, python="py")[6] == "6"  # 2 GPUs left to the vLLM server

@@ -1,7 +1,9 @@
-"""The `ewa` command: one subcommand per pipeline stage, each implemented in its own module.
+"""The `ewa` command: one subcommand per pipeline step, each in its stage's `cli.py`.
 
-Each module exposes `add_arguments(parser)` and `run(args)`; it is imported only when its subcommand
-runs, so `ewa prepare` does not pay for importing torch.
+Every subcommand takes `--config`: the experiment config, or the slice of it the step reads (inline JSON
+or a YAML/JSON file), validated against the packaged schema with every default filled. The workflow
+passes each job its slice this way; flags a person types (e.g. `--backend`) override it. A stage module
+is imported only when its subcommand runs, so `ewa prepare` does not pay for importing torch.
 """
 from __future__ import annotations
 
@@ -9,24 +11,21 @@ import argparse
 import importlib
 import sys
 
+# name -> (stage module exposing COMMANDS[name] = (add_arguments, run), help)
 COMMANDS = {
-    "prepare": ("ewa.loaders.cli", "convert a benchmark into the canonical problems.jsonl"),
-    "tiers": ("ewa.tiers_cli", "write the nested coverage tiers of a problems file"),
-    "calibrate": ("ewa.sandbox.calibrate", "time a reference workload; write the time-limit factor"),
-    "evaluate": ("ewa.evaluate", "judge a samples file in the sandbox; write verdicts as parquet"),
-    "init": ("ewa.models.init_cli", "build the shared initial model (tiny, or a local HF directory)"),
-    "train": ("ewa.train.grpo", "GRPO-train one coverage regime from the shared init"),
-    "merge": ("ewa.merge", "theta(a) = (1-a)*theta_A + a*theta_B for one or many alphas"),
+    "prepare": ("ewa.data.cli", "convert a benchmark into the canonical problems.jsonl"),
+    "tiers": ("ewa.data.cli", "write the nested coverage tiers of a problems file"),
+    "init": ("ewa.init.cli", "build the shared initial model (tiny, or a local HF directory)"),
+    "train": ("ewa.train.cli", "GRPO-train one coverage regime from the shared init"),
+    "merge": ("ewa.merge.cli", "theta(a) = (1-a)*theta_A + a*theta_B for one or many alphas"),
     "sample": ("ewa.sample.cli", "sample a model on a benchmark in one inference setting"),
-    "metrics": ("ewa.metrics_cli", "pass@k, verdict mix and failure rates of evaluated samples"),
-    "frontier": ("ewa.frontier", "aggregate the alpha grid into the frontier and ensembles"),
-    "claims": ("ewa.claims", "test the study's four claims on one run's alpha grid, with bootstrap CIs"),
-    "approaches": ("ewa.approaches", "per alpha: the approach each sample declares and its verdict mix"),
+    "calibrate": ("ewa.evaluate.cli", "time a reference workload; write the time-limit factor"),
+    "evaluate": ("ewa.evaluate.cli", "judge a samples file in the sandbox; write verdicts as parquet"),
+    "frontier": ("ewa.analysis.cli", "aggregate the alpha grid into the frontier and ensembles"),
+    "claims": ("ewa.analysis.cli", "test the study's four claims on one run's alpha grid, with bootstrap CIs"),
+    "approaches": ("ewa.analysis.cli", "per alpha: the approach each sample declares and its verdict mix"),
+    "science": ("ewa.analysis.cli", "combine several seeds' claims into one table and a seed-band plot"),
 }
-
-
-class UserError(ValueError):
-    """Bad input from the user: printed as one line, exit code 2, no traceback."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,15 +33,19 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     argv = sys.argv[1:] if argv is None else argv
     wanted = next((a for a in argv if not a.startswith("-")), None)
-    modules = {}
+    runners = {}
     for name, (module_name, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        if name == wanted:  # import only the module that will run
-            modules[name] = importlib.import_module(module_name)
-            modules[name].add_arguments(p)
+        if name == wanted:  # import only the stage that will run
+            add_arguments, runners[name] = importlib.import_module(module_name).COMMANDS[name]
+            p.add_argument("--config", default=None, metavar="JSON|FILE",
+                           help="the experiment config or this step's slice of it (default: the schema's defaults)")
+            add_arguments(p)
     args = parser.parse_args(argv)
+    from ewa.config import from_arg
+
     try:
-        return modules[args.command].run(args) or 0
+        return runners[args.command](args, from_arg(args.config)) or 0
     except (ValueError, FileNotFoundError) as e:  # bad input (UserError included): one line, no traceback
         print(f"ewa {args.command}: error: {e}", file=sys.stderr)
         return 2

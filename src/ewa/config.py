@@ -1,23 +1,29 @@
-"""Load and validate an experiment config against schemas/config.schema.yaml, filling defaults.
+"""The experiment config: validated against config.schema.yaml (shipped inside the package), which is
+the only place a default is written. Every stage gets its validated slice of the config the same way:
+`ewa COMMAND --config JSON_OR_FILE`, read here by `from_arg`.
 
 A wrong key or value stops the run with one line naming the key and what was expected.
+
+>>> section("grpo")["max_steps"], section("sample", {"n": 4})["n"], section("sample")["temperature"]
+(40, 4, 0.8)
 """
 from __future__ import annotations
 
 import copy
+import functools
+import json
+import os
+from importlib import resources
 from pathlib import Path
 
 import jsonschema
 import yaml
 
-from ewa.merge import alpha_tag
-from ewa.tiers import TierError, check_regimes
+from ewa.alphas import alpha_tag
+from ewa.data.tiers import TierError, check_regimes
+from ewa.errors import ConfigError
 
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
-
-
-class ConfigError(ValueError):
-    pass
+SCHEMA_FILE = "config.schema.yaml"
 
 
 def _with_defaults(validator_class):
@@ -34,7 +40,15 @@ def _with_defaults(validator_class):
     return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
 
 
-def load_schema(path: str | Path = SCHEMA_PATH) -> dict:
+@functools.lru_cache(maxsize=None)
+def _packaged_schema() -> dict:
+    return yaml.safe_load(resources.files("ewa").joinpath(SCHEMA_FILE).read_text())
+
+
+def load_schema(path: str | Path | None = None) -> dict:
+    """The config schema: the packaged one, or another file."""
+    if path is None:
+        return copy.deepcopy(_packaged_schema())
     with open(path) as f:
         return yaml.safe_load(f)
 
@@ -62,17 +76,27 @@ def _describe(error: jsonschema.ValidationError) -> str:
     return f"key '{key}': {error.message}"
 
 
-def validate(config: dict, schema: dict | None = None) -> dict:
-    """Return a validated copy of `config` with every default filled in; raise ConfigError otherwise."""
-    schema = schema or load_schema()
+def validate(config: dict, schema: dict | None = None, partial: bool = False) -> dict:
+    """Return a validated copy of `config` with every default filled in; raise ConfigError otherwise.
+
+    partial: `config` is a slice of an experiment (what one stage reads); rules that relate several
+    sections are checked by the workflow on the whole config, not here.
+    """
+    schema = schema or _packaged_schema()
     config = copy.deepcopy(config if config is not None else {})
     validator = _with_defaults(jsonschema.Draft202012Validator)(
         schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), str(e.absolute_path)))
     if errors:
         raise ConfigError(f"config: {_describe(jsonschema.exceptions.best_match(errors))}")
-    _check_consistency(config)
+    if not partial:
+        _check_consistency(config)
     return config
+
+
+def section(name: str, value: dict | None = None) -> dict:
+    """One validated section with its defaults filled, e.g. section("grpo", {"max_steps": 20})."""
+    return validate({name: value} if value is not None else {}, partial=True)[name]
 
 
 def _check_consistency(config: dict) -> None:
@@ -82,6 +106,8 @@ def _check_consistency(config: dict) -> None:
     except TierError as e:
         raise ConfigError(f"config: key {e}") from None
     names = [r["name"] for r in config["regimes"]]
+    if len(names) < 2:  # a job's slice may hold one regime; an experiment compares at least two
+        raise ConfigError(f"config: key 'regimes': an experiment needs at least two regimes, got {names}")
     for end in ("low", "high"):
         if config["merge"][end] not in names:
             raise ConfigError(f"config: key 'merge.{end}': regime {config['merge'][end]!r} is not one of {names}")
@@ -101,13 +127,37 @@ def _check_consistency(config: dict) -> None:
         raise ConfigError(f"config: key 'merge.alphas': duplicate alphas {config['merge']['alphas']}")
 
 
-def load(path: str | Path) -> dict:
+def _read(path: str | Path) -> dict:
     try:
         with open(path) as f:
-            raw = yaml.safe_load(f)
+            raw = yaml.safe_load(f)  # YAML is a superset of JSON: a .json config reads the same way
     except yaml.YAMLError as e:
         raise ConfigError(f"config: {path} is not valid YAML ({e.__class__.__name__})") from None
     if raw is not None and not isinstance(raw, dict):
         raise ConfigError(f"config: {path} must hold a mapping at top level")
-    return validate(raw or {})
+    return raw or {}
+
+
+def load(path: str | Path) -> dict:
+    """A whole experiment config file, validated."""
+    return validate(_read(path))
+
+
+def from_arg(text: str | None) -> dict:
+    """`--config`: inline JSON or a YAML/JSON file holding the config, or the slice of it a stage reads.
+    Validated (one line naming the key), every default filled; absent, the defaults."""
+    if not text:
+        return validate({}, partial=True)
+    if text.lstrip().startswith("{"):
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"--config: not valid JSON ({e.msg})") from None
+        if not isinstance(raw, dict):
+            raise ConfigError("--config: expected a JSON object")
+    elif os.path.isfile(text):
+        raw = _read(text)
+    else:
+        raise ConfigError(f"--config: {text} is neither inline JSON nor a file")
+    return validate(raw, partial=True)
 

@@ -64,20 +64,6 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
             yield lineno, record
 
 
-def json_object_arg(text: str, flag: str) -> dict:
-    """A command-line JSON object (inline, or a path to a JSON file); one error line naming the flag."""
-    source = flag
-    if not text.lstrip().startswith("{") and os.path.isfile(text):
-        source, text = text, Path(text).read_text()
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{source}: not valid JSON ({e.msg})") from None
-    if not isinstance(value, dict):
-        raise ValueError(f"{source}: expected a JSON object")
-    return value
-
-
 def versions() -> dict[str, str]:
     """Versions of the packages that shape results, plus the interpreter and platform."""
     out = {"python": platform.python_version(), "platform": platform.platform()}

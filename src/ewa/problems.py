@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from ewa.io import read_jsonl, write_jsonl
 
@@ -96,6 +96,11 @@ class Problem:
             func_name=rec.get("func_name") or None, time_limit_s=float(tl), memory_limit_mb=int(ml),
             meta=dict(rec.get("meta") or {}),
         )
+
+
+def size_order(tests: Sequence[Test]) -> list[int]:
+    """Test indices by input size, the coverage order; ties keep file order (sorted() is stable)."""
+    return sorted(range(len(tests)), key=lambda i: tests[i].size)
 
 
 def make_test(input: str, output: str, public: bool = False) -> Test:

@@ -1,35 +1,23 @@
 """Weight-space merges on an alpha grid: theta(alpha) = (1 - alpha) * theta_A + alpha * theta_B, and the
 general base + sum_i c_i * (theta_i - base), streamed tensor by tensor with one pass for the whole grid.
 
-This module stays free of torch so that `alpha_tag` is cheap to import (e.g. from the Snakefile); the
-streaming core lives in ewa.merge.stream.
+This module stays free of torch (cheap to import); the streaming core lives in ewa.merge.stream, the
+command in ewa.merge.cli.
 """
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 from typing import Sequence
 
+from ewa.errors import UserError
+
 DEFAULT_MAX_SHARD_SIZE = "2GB"
 HASH_MODES = ("sampled", "full")
-# Snakemake wildcard constraint matching alpha_tag's output, e.g. `wildcard_constraints: alpha=ALPHA_TAG_PATTERN`.
-ALPHA_TAG_PATTERN = r"[+-]\d+\.\d\d"
 
 
-class MergeError(ValueError):
+class MergeError(UserError):
     """Inputs that cannot be merged; the message is one line naming the directory or tensor."""
-
-
-def alpha_tag(alpha: float) -> str:
-    """Canonical signed two-decimal name of an alpha for paths and wildcards: 0.5 -> "+0.50", -1 -> "-1.00".
-
-    Alphas that two decimals cannot name are refused, so two grid points never share a directory.
-    """
-    alpha = float(alpha)
-    if not math.isfinite(alpha) or abs(alpha - round(alpha, 2)) > 1e-9:
-        raise ValueError(f"alpha {alpha!r} needs more than two decimals; its tag would not be unique")
-    return f"{round(alpha, 2) + 0.0:+.2f}"  # + 0.0 turns -0.0 into +0.00
 
 
 def parse_size(text: str | int) -> int:
@@ -76,38 +64,3 @@ def merge_linear(a_dir, b_dir, alphas: Sequence[float], out_dirs: Sequence, devi
                for a in alphas]
     return merge(a_dir, [b_dir], [[a] for a in alphas], out_dirs, ["A", "B"], records, device=device,
                  max_shard_bytes=max_shard_bytes, hash_mode=hash_mode, progress=progress)
-
-
-def add_arguments(parser) -> None:
-    parser.add_argument("a_dir", metavar="A_DIR", help="checkpoint at alpha = 0 (lowest-coverage regime)")
-    parser.add_argument("b_dir", metavar="B_DIR", help="checkpoint at alpha = 1 (highest-coverage regime)")
-    grid = parser.add_mutually_exclusive_group(required=True)
-    grid.add_argument("--alpha", type=float, help="one alpha; output goes to --out")
-    grid.add_argument("--alphas", type=float, nargs="+", metavar="ALPHA",
-                      help="several alphas from one pass; outputs go to --out-pattern")
-    parser.add_argument("--out", metavar="OUT_DIR", help="output model directory (with --alpha)")
-    parser.add_argument("--out-pattern", metavar="PATTERN",
-                        help="output directory per alpha, {alpha} replaced by its tag: results/merged/{alpha}")
-    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
-                        help="where the float32 arithmetic runs (auto: CUDA when present)")
-    parser.add_argument("--max-shard-size", default=DEFAULT_MAX_SHARD_SIZE,
-                        help="largest output shard file, e.g. 2GB (memory use does not depend on it)")
-    parser.add_argument("--hash", default="sampled", choices=HASH_MODES,
-                        help="input fingerprint in ewa_merge.json: sampled blocks (fast) or sha256 of every byte")
-
-
-def run(args) -> int:
-    if args.alpha is not None:
-        if not args.out or args.out_pattern:
-            raise MergeError("--alpha needs --out OUT_DIR (and no --out-pattern)")
-        alphas, out_dirs = [args.alpha], [args.out]
-    else:
-        if not args.out_pattern or "{alpha}" not in args.out_pattern or args.out:
-            raise MergeError("--alphas needs --out-pattern containing {alpha} (and no --out)")
-        alphas = args.alphas
-        out_dirs = [args.out_pattern.replace("{alpha}", alpha_tag(a)) for a in alphas]
-    merge_linear(args.a_dir, args.b_dir, alphas, out_dirs, device=args.device,
-                 max_shard_bytes=args.max_shard_size, hash_mode=args.hash)
-    for alpha, out in zip(alphas, out_dirs):
-        print(f"alpha {alpha:+g}: {out}")
-    return 0

@@ -15,7 +15,7 @@ from tqdm import tqdm
 
 from ewa.io import atomic_path, provenance
 from ewa.merge import HASH_MODES, MergeError, parse_size
-from ewa.merge.checkpoint import Checkpoint, ShardReader, check_compatible, fingerprint, read_checkpoint
+from ewa.checkpoint import Checkpoint, ShardReader, check_compatible, fingerprint, read_checkpoint
 from ewa.merge.writer import BlockWriter, ModelWriter, as_bytes, plan_layout
 
 RECORD_FILE = "ewa_merge.json"

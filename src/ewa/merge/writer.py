@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from ewa.merge import MergeError
-from ewa.merge.checkpoint import INDEX_FILE, WEIGHTS_FILE
+from ewa.checkpoint import INDEX_FILE, WEIGHTS_FILE
 
 DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "I64": 8, "I32": 4,
                "I16": 2, "I8": 1, "U64": 8, "U32": 4, "U16": 2, "U8": 1, "BOOL": 1}

@@ -37,16 +37,14 @@ def record(s: Sample, expect: dict) -> dict:
 
 
 def sample_file(problems: list[Problem], setting_name: str, config: SampleConfig, model_dir: str,
-                out: str | os.PathLike, sandbox_options: dict | None = None, progress: bool = True) -> Path:
+                out: str | os.PathLike, sandbox: dict | None = None, calibration: str | None = None,
+                workers: int = 2, progress: bool = True) -> Path:
     """Write `out` (JSONL, one record per sample, problems in input order) and its provenance sidecar.
 
-    `sandbox_options`: keyword arguments of ewa.sandbox.Sandbox (backend, workers, calibration_path,
-    time_factor, ...) for the settings that run code.
+    `sandbox`: the config's sandbox section, for the settings that run code; `calibration`: its
+    calibration.json.
     """
-    sandbox_options = {k: v for k, v in (sandbox_options or {}).items() if v is not None}
-    if sandbox_options.get("backend") == "auto":
-        del sandbox_options["backend"]  # the sandbox picks bwrap where it works
-    workers = sandbox_options.get("workers") or 2
+    sandbox_section = sandbox
     setting_cls = setting_class(setting_name)
     backend_name = resolve_backend(config.backend)
     tokenizer = load_tokenizer(model_dir)
@@ -63,9 +61,11 @@ def sample_file(problems: list[Problem], setting_name: str, config: SampleConfig
         if todo:
             sandbox = None
             if setting_cls.uses_sandbox:
-                from ewa.sandbox import Sandbox
+                from ewa.config import section
+                from ewa.sandbox import sandbox_from_config
 
-                sandbox = stack.enter_context(Sandbox(**{"workers": workers, **sandbox_options}))
+                sandbox = stack.enter_context(sandbox_from_config(
+                    section("sandbox", sandbox_section), calibration=calibration, workers=workers))
                 sandbox_info = sandbox.info()
             backend = stack.enter_context(make_backend(backend_name, model_dir, tokenizer, config))
             backend_info = backend.info

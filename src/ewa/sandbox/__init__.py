@@ -35,34 +35,28 @@ from ewa.problems import Problem
 from ewa.sandbox.backends import BACKENDS, SandboxSettings, default_backend, get_backend
 from ewa.sandbox.judge import Limits, judge_sample, run_free
 from ewa.sandbox.pool import Pool
-from ewa.sandbox.types import RunResult, SampleResult
+from ewa.sandbox.results import RunResult, SampleResult
 
-__all__ = ["Sandbox", "SandboxSettings", "BACKENDS", "default_backend"]
+__all__ = ["Sandbox", "SandboxSettings", "BACKENDS", "default_backend", "sandbox_from_config"]
 
 
 class Sandbox:
     def __init__(self, backend: str | None = None, workers: int | None = None, python: str | None = None,
                  time_factor: float | None = None, calibration_path: str | None = None,
-                 settings: SandboxSettings | None = None, **options):
+                 settings: SandboxSettings | None = None, resumed_time_factor: float | None = None, **options):
         """Start the workers. Explicit arguments override `settings`; `options` are more of its fields.
 
-        The time factor is `time_factor`, else the one in `calibration_path`, else measured now (once
-        per process): every time limit is multiplied by it.
+        Every time limit is multiplied by the time factor: see ewa.sandbox.calibrate.resolve for which
+        one applies (`resumed_time_factor`: the one an interrupted job started with).
         """
         given = {"backend": backend, "workers": workers, "python": python, **options}
         self.settings = dataclasses.replace(settings or SandboxSettings(),
                                             **{k: v for k, v in given.items() if v is not None})
         self.backend = get_backend(self.settings)
         self.workers = self.settings.workers or os.cpu_count() or 1
-        from ewa.sandbox.calibrate import measure_once, read_calibration
-        if time_factor is not None:
-            if time_factor <= 0:
-                raise ValueError(f"time_factor must be positive, got {time_factor}")
-            self.calibration = {"time_factor": float(time_factor), "source": "given"}
-        elif calibration_path is not None:
-            self.calibration = read_calibration(calibration_path)
-        else:
-            self.calibration = measure_once(self.backend.name, self.settings.python)
+        from ewa.sandbox.calibrate import resolve
+        self.calibration = resolve(self.backend.name, self.settings.python, time_factor, calibration_path,
+                                   resumed_time_factor)
         self.time_factor = float(self.calibration["time_factor"])
         self.pool = Pool(self.backend, self.workers)
         self.closed = False
@@ -125,3 +119,15 @@ class Sandbox:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def sandbox_from_config(sandbox: dict, calibration: str | None = None, workers: int | None = None,
+                        time_factor: float | None = None, resumed_time_factor: float | None = None) -> Sandbox:
+    """The sandbox the config's validated `sandbox` section describes: every stage that runs model code
+    (rewards, tool calls, agentic feedback, evaluation, calibration) opens it here, so every key reaches
+    all of them. With `calibrate: false` time limits are taken as they are (factor 1)."""
+    settings = SandboxSettings(backend=sandbox["backend"], python=sandbox["python"],
+                               docker_image=sandbox["docker_image"], workers=workers or 0)
+    factor = time_factor if time_factor is not None else (None if sandbox["calibrate"] else 1.0)
+    return Sandbox(settings=settings, time_factor=factor, calibration_path=calibration if factor is None else None,
+                   resumed_time_factor=resumed_time_factor)

@@ -28,17 +28,26 @@ class SandboxSettings:
     """The `sandbox` config section."""
     backend: str | None = None  # bwrap | docker | process; None or "auto": default_backend()
     workers: int = 0  # fork servers; 0 means one per core
-    python: str = "/usr/bin/python3"  # the lean interpreter that runs model code (not the venv)
+    python: str | None = None  # the lean interpreter that runs model code (not the venv); None: the config default
     uid: int | None = None  # worker i runs as uid - i; None: a block of uids no other live sandbox holds
     hide: tuple[str, ...] = ()  # more host paths to hide in the bwrap sandbox
     tmp_size_mb: int = 256  # size of the sandbox's private /tmp (and /dev/shm)
     max_processes: int = 32  # RLIMIT_NPROC for a candidate (processes and threads)
     output_limit_mb: int = 64  # stdout/stderr/file size beyond which a test is cut off
     float_tol: float = 1e-6  # relative and absolute tolerance when comparing floats
-    docker_image: str = "ewa-sandbox:latest"  # scripts/docker-sandbox-image.sh builds it
+    docker_image: str | None = None  # scripts/docker-sandbox-image.sh builds it; None: the config default
     docker_python: str = "/usr/bin/python3"
     docker_memory_mb: int = 2048  # whole-container backstop; per-test limits are rlimits inside
     docker_pids_limit: int = 256
+
+    def __post_init__(self):
+        # The keys the experiment config also names take their defaults from its schema, the one source.
+        from ewa.config import section
+
+        defaults = section("sandbox")
+        for key in ("python", "docker_image"):
+            if getattr(self, key) is None:
+                object.__setattr__(self, key, defaults[key])
 
 
 BACKENDS: dict[str, type["Backend"]] = {}
@@ -155,7 +164,8 @@ class Docker(Backend):
     def command(self, index: int) -> list[str]:
         s = self.settings
         self.names[index] = name = f"ewa-sandbox-{os.getpid()}-{index}-{uuid.uuid4().hex[:8]}"
-        cmd = ["docker", "run", "-i", "--rm", "--name", name, "--network", "none", "--read-only",
+        # --pull never: images are built locally; nothing is fetched from a registry at run time.
+        cmd = ["docker", "run", "-i", "--rm", "--pull", "never", "--name", name, "--network", "none", "--read-only",
                "--tmpfs", f"/tmp:rw,nosuid,nodev,size={s.tmp_size_mb}m,mode=1777",
                "--memory", f"{s.docker_memory_mb}m", "--memory-swap", f"{s.docker_memory_mb}m",
                "--pids-limit", str(s.docker_pids_limit), "--cap-drop", "ALL",
@@ -278,5 +288,6 @@ def get_backend(settings: SandboxSettings) -> Backend:
     return backend
 
 
-def default_backend(python: str = SandboxSettings.python) -> str:
+def default_backend(python: str | None = None) -> str:
+    python = python or SandboxSettings().python
     return "bwrap" if bwrap_works(python) else "process"

@@ -1,14 +1,12 @@
-"""`ewa calibrate`: time a fixed pure-Python workload in the sandbox interpreter and write the factor
+"""Calibration: time a fixed pure-Python workload in the sandbox interpreter and write the factor
 (this machine's CPU time / the nominal machine's) that scales every time limit, so TLE verdicts from
 a laptop, a CI box and a cluster node agree."""
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 from pathlib import Path
 
-from ewa.io import provenance, write_json
 
 # CPU seconds the reference workload takes on the nominal machine (the 2-core box the miniature was
 # built on, /usr/bin/python3 3.11), so that machine's factor is ~1.0.
@@ -53,6 +51,21 @@ def measure_once(backend: str, python: str) -> dict:
         return {**measure(sb), "source": "measured at start"}
 
 
+def resolve(backend: str, python: str, time_factor: float | None = None, calibration_path: str | None = None,
+            resumed: float | None = None) -> dict:
+    """The calibration record a sandbox applies, by precedence: an explicit factor, a calibration file,
+    the factor an interrupted job started with (so its verdicts stay comparable), a measurement now."""
+    if time_factor is not None:
+        if time_factor <= 0:
+            raise ValueError(f"time_factor must be positive, got {time_factor}")
+        return {"time_factor": float(time_factor), "source": "given"}
+    if calibration_path is not None:
+        return read_calibration(calibration_path)
+    if resumed is not None:
+        return {"time_factor": float(resumed), "source": "the interrupted run's"}
+    return measure_once(backend, python)
+
+
 def read_calibration(path: str | Path) -> dict:
     try:
         record = json.loads(Path(path).read_text())
@@ -64,20 +77,3 @@ def read_calibration(path: str | Path) -> dict:
     if not isinstance(factor, (int, float)) or isinstance(factor, bool) or factor <= 0:
         raise ValueError(f"{path}: field 'time_factor' must be a positive number, got {factor!r}")
     return {**record, "source": str(path)}
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", required=True, help="where to write calibration.json")
-    parser.add_argument("--backend", default=None, help="sandbox backend (default: bwrap if usable)")
-    parser.add_argument("--python", default="/usr/bin/python3", help="the sandbox interpreter")
-    parser.add_argument("--repeats", type=int, default=REPEATS)
-
-
-def run(args: argparse.Namespace) -> int:
-    from ewa.sandbox import Sandbox
-    with Sandbox(backend=args.backend, workers=1, python=args.python, time_factor=1.0) as sb:
-        record = measure(sb, args.repeats)
-    write_json(args.out, {**record, "provenance": provenance(vars(args))})
-    print(f"time factor {record['time_factor']:.3f} (reference workload {record['reference_cpu_s']:.3f} s CPU, "
-          f"nominal {NOMINAL_CPU_S} s) -> {args.out}")
-    return 0

@@ -11,13 +11,17 @@ from dataclasses import dataclass
 
 from ewa.problems import Problem
 from ewa.sandbox.checkers import expected_value, memory_error, tokens_match, values_match
-from ewa.sandbox.forkserver import decode
+from ewa.sandbox.forkserver import GRACE_S, decode
 from ewa.sandbox.pool import Worker, WorkerDied, WorkerTimeout
-from ewa.sandbox.types import AC, CE, MLE, RE, TLE, WA, RunResult, SampleResult, TestResult
-from ewa.tiers import size_order
+from ewa.sandbox.results import RunResult, SampleResult, TestResult
+from ewa.problems import size_order
+from ewa.verdicts import AC, CE, MLE, RE, TLE, WA
 
 MODES = {"stdin": "stdin", "functional": "call", "testcode": "testcode"}
 FEEDBACK_CHARS = 2000
+# The fork server answers by the wall backstop plus its checker grace (GRACE_S); past this margin on top,
+# the host gives up on the worker.
+HOST_MARGIN_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -40,7 +44,7 @@ class Limits:
 def call(worker: Worker, request: dict, limits: Limits) -> dict:
     """One request; a dead or stuck worker becomes a reply the verdict logic understands."""
     try:
-        reply = worker.request(request, timeout=limits.wall_s + 5)  # the server answers by wall + 2 s
+        reply = worker.request(request, timeout=limits.wall_s + GRACE_S + HOST_MARGIN_S)
     except WorkerDied:
         return {"cand": None, "died": True}
     except WorkerTimeout:
@@ -54,7 +58,8 @@ def test_verdict(problem: Problem, index: int, reply: dict, limits: Limits, tol:
     cand = reply.get("cand")
     if cand is None:
         if reply.get("stuck"):
-            return TestResult(index, TLE, wall_time_s=limits.wall_s + 5, error="the sandbox stopped answering")
+            return TestResult(index, TLE, wall_time_s=limits.wall_s + GRACE_S + HOST_MARGIN_S,
+                              error="the sandbox stopped answering")
         return TestResult(index, RE, error="the sandbox worker died (the program killed its fork server?)")
     if "ce" in cand:
         return TestResult(index, CE, error=cand["ce"])
@@ -67,11 +72,8 @@ def test_verdict(problem: Problem, index: int, reply: dict, limits: Limits, tol:
         result.got = (cand["stdout"] if problem.testtype == "stdin" else cand["result"] or "")[:FEEDBACK_CHARS]
     check = reply.get("check") or {}
     crashed = cand["signal"] is not None or cand["exit"] != 0
-    if cand["timeout"] or cand["cpu"] > limits.cpu_s:
-        result.verdict = TLE
-    elif (crashed and memory_error(cand["stderr"])) or result.peak_memory_mb > limits.memory_mb \
-            or check.get("exc") == "MemoryError":
-        result.verdict = MLE
+    if resource := resource_verdict(cand, limits, check):
+        result.verdict = resource
     elif cand["overflow"]:
         result.verdict, result.error = WA, "output limit exceeded"
     elif problem.testtype == "testcode":
@@ -89,6 +91,18 @@ def test_verdict(problem: Problem, index: int, reply: dict, limits: Limits, tol:
             return result
         result.verdict = AC if values_match(got, expected_value(problem, index, test), tol) else WA
     return result
+
+
+def resource_verdict(cand: dict, limits: Limits, check: dict | None = None) -> str | None:
+    """TLE (CPU time over the limit, or the wall-clock backstop hit) before MLE (out of memory), or None:
+    the one precedence of optimization failures, for judged tests and tool calls alike."""
+    crashed = cand["signal"] is not None or cand["exit"] != 0
+    if cand["timeout"] or cand["cpu"] > limits.cpu_s:
+        return TLE
+    if (crashed and memory_error(cand["stderr"])) or cand["rss_kb"] / 1024 > limits.memory_mb \
+            or (check or {}).get("exc") == "MemoryError":
+        return MLE
+    return None
 
 
 def testcode_verdict(check: dict, crashed: bool) -> str:
@@ -149,10 +163,8 @@ def run_free(worker: Worker, code: str, stdin: str, limits: Limits) -> RunResult
         return RunResult(RE, "", cand.get("ce") or cand["error"], None, 0.0, 0.0)
     peak = cand["rss_kb"] / 1024
     crashed = cand["signal"] is not None or cand["exit"] != 0
-    if cand["timeout"] or cand["cpu"] > limits.cpu_s:
-        status = TLE
-    elif (crashed and memory_error(cand["stderr"])) or peak > limits.memory_mb:
-        status = MLE
+    if resource := resource_verdict(cand, limits):
+        status = resource
     elif crashed or cand["overflow"]:
         status = RE
     else:

@@ -46,7 +46,7 @@ class Worker:
         self.starts += 1
         try:
             hello = self._read(time.monotonic() + START_TIMEOUT_S)
-        except WorkerTimeout:
+        except (WorkerTimeout, WorkerDied):  # e.g. the backend could not start it: its log says why
             hello = None
         if not hello or not hello.get("ready"):
             tail = self.log_tail()

@@ -1,59 +1,24 @@
-"""`ewa train`: GRPO (TRL's GRPOTrainer) from the shared init for one coverage regime. Every regime's run
-has the same init, seed and data order; only the reward's test tier differs.
+"""GRPO (TRL's GRPOTrainer) from the shared init for one coverage regime. Every regime's run has the same
+init, seed and data order; only the reward's test tier differs.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
-from ewa.cli import UserError
-from ewa.io import atomic_path, json_object_arg, provenance, sha256_file, write_json
+from ewa.checkpoint import check_model_dir
+from ewa.config import section
+from ewa.errors import UserError
+from ewa.io import atomic_path, provenance, sha256_file, write_json
 from ewa.problems import Problem, read_problems
-from ewa.tiers import TierError, check_regimes, regime_tests
+from ewa.verdicts import VERDICTS
+from ewa.data.tiers import TierError, regime_tests
 
 log = logging.getLogger(__name__)
 
-# Defaults of the `grpo` settings, one comment per knob. The miniature's values; the scale configs
-# override the last block.
-GRPO_DEFAULTS = {
-    "max_steps": 40,  # optimizer steps (one generation batch each)
-    "prompts_per_step": 8,  # distinct problems per step
-    "num_generations": 4,  # completions per problem: the GRPO group
-    "learning_rate": 1e-4,  # small: endpoints stay near the init (KL ~0.01 after 40 steps), so merges behave
-    "lr_scheduler_type": "constant",
-    "warmup_steps": 0,
-    "beta": 0.04,  # KL to the init; > 0 keeps the endpoints close to the shared init
-    "epsilon": 0.2,  # PPO-style clip
-    "num_iterations": 1,
-    "loss_type": "dapo",
-    "scale_rewards": "group",
-    "max_grad_norm": 1.0,
-    "max_completion_length": 128,  # the mini references are <= 108 tokens; truncated answers score 0
-    "temperature": 1.0,
-    "top_p": 1.0,
-    "reward": "binary",  # binary (the paper's) | fraction of the regime's tests passed
-    "save_steps": 10,  # trainer checkpoints in the work dir, for resuming a killed run
-    "save_total_limit": 2,
-    "keep_work_dir": False,  # keep checkpoints (optimizer state) after the final model is written
-    # Scale path (GPU node); see configs/paper-*.yaml and configs/accelerate/.
-    "per_device_train_batch_size": None,  # completions per forward/backward; None: the whole step's batch
-    "bf16": False,
-    "gradient_checkpointing": False,
-    "accelerate_config": None,  # zero3 | fsdp | path; used when --gpus > 0
-    "use_vllm": False,
-    "vllm_mode": "colocate",  # colocate | server
-    "vllm_server_host": "0.0.0.0",
-    "vllm_server_port": 8000,
-    "vllm_server_gpus": 0,  # GPUs of the node the vLLM server takes (server mode)
-    "vllm_gpu_memory_utilization": 0.3,
-    "vllm_tensor_parallel_size": 1,
-    "trl": {},  # any further GRPOConfig field, passed through verbatim
-}
 # Settings that may change between a killed run and its resumption (extending a run is fine).
 RESUMABLE_CHANGES = ("max_steps", "save_steps", "save_total_limit", "keep_work_dir")
 METRICS = {  # metrics.csv column <- trainer log key
@@ -63,26 +28,12 @@ METRICS = {  # metrics.csv column <- trainer log key
     "step_time_s": "step_time", "reward_time_s": "reward_time_s", "completions": "completions_judged",
     "programs_run": "programs_run",
 }
-VERDICT_COLUMNS = ("AC", "WA", "TLE", "MLE", "RE", "CE", "no_code")
+VERDICT_COLUMNS = (*VERDICTS, "no_code")
 
 
-def grpo_settings(settings: dict | None) -> dict:
-    """`grpo` merged over the defaults; unknown keys and impossible batch shapes name the field."""
-    settings = dict(settings or {})
-    unknown = sorted(set(settings) - set(GRPO_DEFAULTS))
-    if unknown:
-        raise ValueError(f"grpo: unknown key {unknown[0]!r} (see GRPO_DEFAULTS in ewa.train.grpo)")
-    s = {**GRPO_DEFAULTS, **settings}
-    for key in ("max_steps", "prompts_per_step", "num_generations", "save_steps"):
-        if not isinstance(s[key], int) or s[key] < 1:
-            raise ValueError(f"grpo.{key}: must be a positive integer, got {s[key]!r}")
-    if s["num_generations"] < 2:
-        raise ValueError("grpo.num_generations: GRPO needs at least 2 completions per prompt")
-    if s["reward"] not in ("binary", "fraction"):
-        raise ValueError(f"grpo.reward: must be binary or fraction, got {s['reward']!r}")
-    if s["vllm_mode"] not in ("colocate", "server"):
-        raise ValueError(f"grpo.vllm_mode: must be colocate or server, got {s['vllm_mode']!r}")
-    return s
+def grpo_settings(settings: dict | None = None) -> dict:
+    """`grpo` validated, with the schema's defaults."""
+    return section("grpo", settings or {})
 
 
 def batch_shape(s: dict, world_size: int) -> tuple[int, int]:
@@ -141,26 +92,6 @@ def grpo_config(s: dict, work_dir: Path, seed: int, world_size: int = 1):
     return GRPOConfig(**kwargs)
 
 
-def parse_regimes(text: str, name: str) -> tuple[list[dict], dict]:
-    try:
-        regimes = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise UserError(f"--regimes-json: not valid JSON ({e.msg})") from None
-    if not isinstance(regimes, list) or not all(isinstance(r, dict) and "name" in r for r in regimes):
-        raise UserError("--regimes-json: must be a list of {name, fraction|max_size} objects")
-    for r in regimes:
-        if not ("fraction" in r) ^ ("max_size" in r):
-            raise UserError(f"--regimes-json: regime {r['name']!r} needs exactly one of fraction, max_size")
-    try:
-        check_regimes(regimes)
-    except TierError as e:
-        raise UserError(f"--regimes-json: {e}") from None
-    by_name = {r["name"]: r for r in regimes}
-    if name not in by_name:
-        raise UserError(f"--regime: unknown regime {name!r} (known: {', '.join(by_name)})")
-    return regimes, by_name[name]
-
-
 def check_problems(problems: list[Problem], regime: dict, path) -> None:
     if not problems:
         raise UserError(f"--problems: {path} holds no problems")
@@ -172,8 +103,6 @@ def check_problems(problems: list[Problem], regime: dict, path) -> None:
 
 
 def check_init(init: str | os.PathLike) -> Path:
-    from ewa.models.init_cli import check_model_dir
-
     path = check_model_dir(init)
     config = path / "tokenizer_config.json"
     has_template = (path / "chat_template.jinja").is_file() or (
@@ -186,7 +115,7 @@ def check_init(init: str | os.PathLike) -> Path:
 def init_fingerprint(init: Path) -> dict:
     """Identifies the init by content without hashing gigabytes (the merge's sampled weight hash),
     so a copied or re-made identical init resumes, and a SLURM run records what a local run does."""
-    from ewa.merge.checkpoint import fingerprint, read_checkpoint
+    from ewa.checkpoint import fingerprint, read_checkpoint
 
     stamp = init / "ewa_init.json"
     return {**fingerprint(read_checkpoint(init)),
@@ -244,9 +173,11 @@ def metrics_frame(log_history: list[dict]):
     return pd.DataFrame(rows, columns=["step", *METRICS, *(f"verdict_{v}" for v in VERDICT_COLUMNS)])
 
 
-def train_regime(init: str | os.PathLike, problems_path: str | os.PathLike, regime: dict, regimes: list[dict],
-                 settings: dict, out: str | os.PathLike, seed: int = 0, sandbox_settings: dict | None = None) -> dict:
-    """GRPO-train one regime from `init`; writes the HF model, metrics.csv and ewa_train.json to `out`."""
+def train_regime(init: str | os.PathLike, problems_path: str | os.PathLike, regime: dict, settings: dict,
+                 out: str | os.PathLike, seed: int = 0, sandbox: dict | None = None,
+                 calibration: str | None = None) -> dict:
+    """GRPO-train one regime from `init`; writes the HF model, metrics.csv and ewa_train.json to `out`.
+    `settings` and `sandbox` are the config's sections (validated here, defaults filled)."""
     s = grpo_settings(settings)
     init = check_init(init)
     problems = read_problems(problems_path)
@@ -258,7 +189,7 @@ def train_regime(init: str | os.PathLike, problems_path: str | os.PathLike, regi
     from trl import GRPOTrainer
 
     from ewa.prompts import reasoning_messages
-    from ewa.sandbox import Sandbox
+    from ewa.sandbox import sandbox_from_config
     from ewa.train.reward import CoverageReward
 
     out = Path(out)
@@ -270,8 +201,8 @@ def train_regime(init: str | os.PathLike, problems_path: str | os.PathLike, regi
     # The same rows in the same order for every regime; the trainer's seeded sampler shuffles them.
     dataset = Dataset.from_list([{"prompt": reasoning_messages(p), "problem_id": p.id} for p in problems])
     tokenizer = AutoTokenizer.from_pretrained(init)
-    sandbox_settings = dict(sandbox_settings or {})
-    with Sandbox(**sandbox_settings) as sandbox:  # one sandbox for the whole run, not one per step
+    # One sandbox for the whole run, not one per step; each rank of a multi-GPU run opens its own.
+    with sandbox_from_config(section("sandbox", sandbox), calibration=calibration) as sandbox:
         judged_by = sandbox.info()
         reward = CoverageReward({p.id: p for p in problems}, regime, sandbox, s["reward"])
         state = PartialState()
@@ -290,7 +221,7 @@ def train_regime(init: str | os.PathLike, problems_path: str | os.PathLike, regi
     if not trainer.accelerator.is_main_process:
         return {}
     record = provenance(
-        s, regime=regime, regimes=regimes, seed=seed, init=str(init), problems=str(problems_path),
+        s, regime=regime, seed=seed, init=str(init), problems=str(problems_path),
         problems_sha256=fingerprint["problems_sha256"], sandbox=judged_by, init_fingerprint=fingerprint["init"],
         global_step=trainer.state.global_step, resumed_from=resume,
     )
@@ -303,44 +234,3 @@ def train_regime(init: str | os.PathLike, problems_path: str | os.PathLike, regi
     if not s["keep_work_dir"]:
         shutil.rmtree(work, ignore_errors=True)
     return record
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--init", required=True, help="the shared init (HF model directory from `ewa init`)")
-    parser.add_argument("--problems", required=True, help="train problems (canonical JSONL)")
-    parser.add_argument("--regime", required=True, help="name of the coverage regime this run rewards")
-    parser.add_argument("--regimes-json", required=True, help="JSON list of the config's regimes")
-    parser.add_argument("--settings", default="{}", help="JSON: the config's `grpo` section")
-    parser.add_argument("--sandbox-settings", default="{}", help="JSON: the config's `sandbox` section")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--gpus", type=int, default=0, help="GPUs to train on (with grpo.accelerate_config)")
-    parser.add_argument("--out", required=True, help="output directory: results/checkpoints/<regime>")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch CPU threads (1: tiny models lose more to thread sync than they gain)")
-
-
-def train_argv(args: argparse.Namespace) -> list[str]:
-    """The namespace back as `ewa train` flags, for the launched processes."""
-    argv = []
-    for name in ("init", "problems", "regime", "regimes_json", "settings", "sandbox_settings", "seed", "gpus", "out",
-                 "threads"):
-        argv += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
-    return argv
-
-
-def run(args: argparse.Namespace) -> int:
-    from ewa.models.init_cli import set_threads
-    from ewa.train.launch import launch_command, under_launcher
-
-    settings = grpo_settings(json_object_arg(args.settings, "--settings"))
-    sandbox_settings = json_object_arg(args.sandbox_settings, "--sandbox-settings")
-    regimes, regime = parse_regimes(args.regimes_json, args.regime)
-    if args.gpus > 0 and settings["accelerate_config"] and not under_launcher():
-        check_init(args.init)  # fail before paying for a multi-process launch
-        return subprocess.call(launch_command(train_argv(args), settings, args.gpus))
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    set_threads(args.threads)
-    record = train_regime(args.init, args.problems, regime, regimes, settings, args.out, args.seed, sandbox_settings)
-    if record:
-        print(json.dumps({"regime": regime["name"], "global_step": record["global_step"]}))
-    return 0

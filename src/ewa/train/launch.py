@@ -1,5 +1,5 @@
 """The scale path's launch command: `ewa train` under `accelerate launch` with a DeepSpeed ZeRO-3 or FSDP
-config from configs/accelerate/ when GPUs are requested, a plain process otherwise.
+config shipped in ewa/train/accelerate/ (or your own file) when GPUs are requested, a plain process otherwise.
 
 Only command construction lives here (it is what runs on a GPU node); the CPU miniature never needs it.
 """
@@ -9,19 +9,13 @@ import os
 import sys
 from pathlib import Path
 
-# Short names for the shipped files; any other value is taken as a path to an accelerate config.
-ACCELERATE_CONFIGS = {"zero3": "configs/accelerate/zero3.yaml", "fsdp": "configs/accelerate/fsdp.yaml"}
-
-
-def repo_root() -> Path:
-    return Path(__file__).resolve().parents[3]
+# Short names for the files shipped in the package; any other value is a path to an accelerate config.
+ACCELERATE_CONFIGS = ("zero3", "fsdp")
 
 
 def accelerate_config_path(name: str) -> Path:
     """Resolve `grpo.accelerate_config` (a short name or a path) to an existing file."""
-    path = Path(ACCELERATE_CONFIGS.get(name, name))
-    if not path.is_absolute() and not path.exists():
-        path = repo_root() / path
+    path = Path(__file__).parent / "accelerate" / f"{name}.yaml" if name in ACCELERATE_CONFIGS else Path(name)
     if not path.is_file():
         raise ValueError(f"grpo.accelerate_config: {name!r} is neither {' nor '.join(ACCELERATE_CONFIGS)} "
                          f"nor an existing file")

@@ -9,8 +9,8 @@ from collections import Counter
 from typing import Mapping
 
 from ewa.problems import Problem
-from ewa.sandbox.types import AC, CE, VERDICTS
-from ewa.tiers import regime_tests
+from ewa.verdicts import AC, CE, VERDICTS
+from ewa.data.tiers import regime_tests
 
 REWARDS = ("binary", "fraction")
 
@@ -29,9 +29,19 @@ class CoverageReward:
               setting); judged with early_stop, smallest tests first, so a failing program stops early.
     fraction: the share of the regime's tests that pass (every test is run).
 
-    >>> reward = CoverageReward(problems, {"name": "high", "fraction": 1.0}, sandbox)
-    >>> reward([[{"role": "assistant", "content": "```python\\nprint(1)\\n```"}]], problem_id=["p1"])
-    [0.0]
+    >>> from ewa.problems import Problem, make_test
+    >>> from ewa.sandbox import Sandbox
+    >>> tests = (make_test("2\\n", "4\\n"), make_test("30\\n", "900\\n"))
+    >>> problems = {"sq": Problem("sq", "toy", "easy", "Print n squared.", "stdin", tests)}
+    >>> answers = [[{"role": "assistant", "content": f"```python\\n{code}\\n```"}]
+    ...            for code in ("print(int(input()) ** 2)", "print(2 * int(input()))")]
+    >>> answers.append([{"role": "assistant", "content": "no code"}])  # nothing to run: scored as CE
+    >>> with Sandbox(workers=1, time_factor=1.0) as sandbox:
+    ...     reward = CoverageReward(problems, {"name": "low", "fraction": 0.5}, sandbox)
+    ...     reward(answers, problem_id=["sq"] * 3)
+    [1.0, 1.0, 0.0]
+    >>> reward.history[-1]["verdicts/AC"], reward.history[-1]["verdicts/CE"]
+    (2, 1)
     """
 
     def __init__(self, problems: Mapping[str, Problem], regime: dict, sandbox, reward: str = "binary",

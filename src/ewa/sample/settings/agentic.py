@@ -8,7 +8,7 @@ from ewa.prompts import reasoning_messages
 from ewa.sample.chat import render
 from ewa.sample.settings import Setting, with_system
 from ewa.sandbox.extract import extract_code
-from ewa.sandbox.types import AC, CE, MLE, RE, TLE, WA
+from ewa.verdicts import AC, CE, MLE, RE, TLE, WA
 
 FIELD_CHARS = 300  # per input/output shown; the tiny model's whole context is ~1k tokens
 SYSTEM = ("Your program will be run on the public example tests. If it fails one, you will be shown "

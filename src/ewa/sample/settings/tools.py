@@ -10,7 +10,8 @@ import re
 from ewa.prompts import reasoning_messages
 from ewa.sample.settings import Setting, with_system
 from ewa.sandbox.extract import extract_code
-from ewa.sandbox.types import MLE, TLE, RunResult
+from ewa.sandbox.results import RunResult
+from ewa.verdicts import MLE, TLE
 
 TOOL_OPEN, TOOL_CLOSE = "<tool: python>", "</tool>"
 TOOL_CALL = re.compile(re.escape(TOOL_OPEN) + r".*?" + re.escape(TOOL_CLOSE), re.DOTALL)

@@ -1,0 +1,92 @@
+# Aggregate the alpha grid: the frontier (with Pareto set, solve matrix, matched-budget ensembles and
+# plots), the study's claims with CIs, what each alpha writes, and the claims over the science seeds.
+# Each step writes a directory it owns alone, and declares every file in it.
+
+FRONTIER_DIR = "results/seed{seed}/frontier/{benchmark}/{setting}"
+PLOT_CAPTIONS = {"frontier": "Frontier", "pass_at_k": "pass@k", "ensembles": "Ensembles", "overlaps": "Complementarity"}
+
+
+rule frontier:
+    input:
+        evals=frontier_evals,
+        problems="results/seed{seed}/data/{benchmark}/problems.jsonl",
+    output:
+        *[f"{FRONTIER_DIR}/{name}" for name in frontier_files() if not name.endswith(".png")],
+        *[report(f"{FRONTIER_DIR}/{plot}.png", caption=f"../report/{plot}.rst", category=category,
+                 subcategory="seed {seed}: {benchmark} / {setting}")
+          for plot, category in PLOT_CAPTIONS.items()],
+    params:
+        config=analysis_config,
+        evals=frontier_eval_args,
+    conda:
+        "../envs/ewa.yaml"
+    log:
+        "logs/seed{seed}/frontier/{benchmark}/{setting}.log",
+    shell:
+        "ewa frontier --config {params.config:q} --evals {params.evals} --problems {input.problems} "
+        "--out-dir results/seed{wildcards.seed}/frontier/{wildcards.benchmark}/{wildcards.setting} 2> {log}"
+
+
+# The study's four claims on this run, each with a paired bootstrap CI over problems.
+rule claims:
+    input:
+        evals=frontier_evals,
+        ensembles=f"{FRONTIER_DIR}/ensembles.csv",
+    output:
+        *[f"results/seed{{seed}}/claims/{{benchmark}}/{{setting}}/{name}" for name in CLAIMS_FILES if name != "claims.html"],
+        report("results/seed{seed}/claims/{benchmark}/{setting}/claims.html", caption="../report/claims.rst",
+               category="Claims", subcategory="seed {seed}: {benchmark} / {setting}"),
+    params:
+        config=analysis_config,
+        evals=frontier_eval_args,
+    conda:
+        "../envs/ewa.yaml"
+    log:
+        "logs/seed{seed}/claims/{benchmark}/{setting}.log",
+    shell:
+        "ewa claims --config {params.config:q} --evals {params.evals} --ensembles {input.ensembles} "
+        "--out-dir results/seed{wildcards.seed}/claims/{wildcards.benchmark}/{wildcards.setting} > {log} 2>&1"
+
+
+# What each alpha writes (the plan line's brute force / efficient algorithm) and how each kind fails.
+rule approaches:
+    input:
+        evals=frontier_evals,
+        samples=frontier_samples,
+    output:
+        report("results/seed{seed}/approaches/{benchmark}/{setting}/approaches.csv", caption="../report/approaches.rst",
+               category="Claims", subcategory="seed {seed}: {benchmark} / {setting}"),
+        "results/seed{seed}/approaches/{benchmark}/{setting}/provenance.json",
+    params:
+        evals=frontier_eval_args,
+        samples=frontier_sample_args,
+    conda:
+        "../envs/ewa.yaml"
+    log:
+        "logs/seed{seed}/approaches/{benchmark}/{setting}.log",
+    shell:
+        "ewa approaches --evals {params.evals} --samples {params.samples} "
+        "--out-dir results/seed{wildcards.seed}/approaches/{wildcards.benchmark}/{wildcards.setting} > {log} 2>&1"
+
+
+# The claims over the science seeds (`make science`): every seed is its own replicate in the DAG.
+rule science:
+    input:
+        claims=science_seed_dirs("claims"),
+        approaches=science_seed_dirs("approaches"),
+        frontier_plot=f"results/seed{config['science']['seeds'][0]}/frontier/{{benchmark}}/{{setting}}/frontier.png",
+    output:
+        *[f"results/science/{{benchmark}}/{{setting}}/{name}" for name in SCIENCE_FILES if name != "seeds.png"],
+        report("results/science/{benchmark}/{setting}/seeds.png", caption="../report/science.rst",
+               category="Claims", subcategory="seeds: {benchmark} / {setting}"),
+    params:
+        claims=parent_dirs("claims"),
+        approaches=parent_dirs("approaches"),
+    conda:
+        "../envs/ewa.yaml"
+    log:
+        "logs/science/{benchmark}/{setting}.log",
+    shell:
+        "ewa science --claims {params.claims} --approaches {params.approaches} "
+        "--frontier-plot {input.frontier_plot} --benchmark {wildcards.benchmark} --setting {wildcards.setting} "
+        "--out-dir results/science/{wildcards.benchmark}/{wildcards.setting} > {log} 2>&1"

@@ -1,0 +1,155 @@
+"""The analysis steps, each writing into an output directory it owns alone:
+
+    ewa frontier --evals alpha=-0.5:a.parquet alpha=0:b.parquet ... --problems problems.jsonl --out-dir DIR
+    ewa claims --evals alpha=A:PATH ... --ensembles DIR/ensembles.csv --out-dir DIR
+    ewa approaches --evals alpha=A:PATH ... --samples alpha=A:PATH ... --out-dir DIR
+    ewa science --claims DIR ... --approaches DIR ... --frontier-plot PNG --out-dir DIR
+
+Each --evals/--samples item names one grid point's file as `alpha=A:PATH` (ewa.alphas). pass@k values,
+the ensemble budget, bootstrap resamples and the seed come from the config (`evaluate`, `seed`); flags
+override them.
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import asdict
+from pathlib import Path
+
+from ewa.alphas import alpha_tag, parse_alpha_spec
+from ewa.io import atomic_path, provenance, sha256_file, write_json
+
+
+def add_grid_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--evals", nargs="+", required=True, metavar="alpha=A:PATH",
+                        help="evaluation tables, one per alpha")
+    parser.add_argument("--bootstrap", type=int, default=None, help="problem resamples for CIs; 0 = none "
+                        "(default: evaluate.bootstrap)")
+    parser.add_argument("--seed", type=int, default=None, help="bootstrap and dev/test split seed (default: seed)")
+    parser.add_argument("--out-dir", required=True, type=Path, help="the directory this step writes (replaced whole)")
+
+
+def option(value, default):
+    return default if value is None else value
+
+
+def add_frontier_arguments(parser: argparse.ArgumentParser) -> None:
+    add_grid_arguments(parser)
+    parser.add_argument("--problems", type=Path, help="canonical problems.jsonl (adds by-difficulty tables)")
+    parser.add_argument("--k", type=int, nargs="+", default=None, help="pass@k columns (default: evaluate.k)")
+    parser.add_argument("--budget", type=int, nargs="+",
+                        help="ensemble budgets B per problem (default: evaluate.budget)")
+    parser.add_argument("--windows", type=int, nargs="*", default=[2, 3],
+                        help="widths of contiguous alpha windows mixed uniformly (default 2 3)")
+    parser.add_argument("--dev-fraction", type=float, default=0.5,
+                        help="share of problems the optimised allocation is fitted on (default 0.5)")
+    parser.add_argument("--ci", type=float, default=0.95, help="CI coverage (default 0.95)")
+    parser.add_argument("--formats", nargs="*", default=["png", "svg"], help="plot formats; none = no plots")
+
+
+def frontier(args: argparse.Namespace, config: dict) -> int:
+    from ewa.analysis.ensemble import EnsembleSettings
+    from ewa.analysis.frontier import load_grid, write_frontier
+    from ewa.analysis.metrics import MetricsSettings
+
+    ev = config["evaluate"]
+    seed, reps = option(args.seed, config["seed"]), option(args.bootstrap, ev["bootstrap"])
+    specs = [parse_alpha_spec(s) for s in args.evals]
+    metrics = MetricsSettings(k=tuple(option(args.k, ev["k"])), bootstrap=reps, ci=args.ci, seed=seed)
+    ensembles = EnsembleSettings(budgets=tuple(option(args.budget, [ev["budget"]])), windows=tuple(args.windows),
+                                 dev_fraction=args.dev_fraction, seed=seed, bootstrap=reps, ci=args.ci)
+    grid = load_grid(specs, args.problems)
+    inputs = {str(p): sha256_file(p) for _, p in specs}
+    if args.problems:
+        inputs[str(args.problems)] = sha256_file(args.problems)
+    prov = provenance({"metrics": asdict(metrics), "ensembles": asdict(ensembles), "formats": args.formats},
+                      inputs=inputs, alphas={alpha_tag(a): str(p) for a, p in specs})
+    summary = write_frontier(grid, args.out_dir, metrics, ensembles, tuple(args.formats), prov)
+    print(f"{len(grid.alphas)} alphas x {summary['n_problems']} problems -> {args.out_dir} "
+          f"(pareto alphas: {', '.join(alpha_tag(a) for a in summary['pareto_alphas'])})")
+    return 0
+
+
+def add_claims_arguments(parser: argparse.ArgumentParser) -> None:
+    add_grid_arguments(parser)
+    parser.add_argument("--ensembles", default=None, help="ensembles.csv of `ewa frontier` (claim 4)")
+
+
+def claims(args: argparse.Namespace, config: dict) -> int:
+    import pandas as pd
+
+    from ewa.analysis.claims import measure, per_alpha
+    from ewa.analysis.frontier import load_grid
+
+    seed, reps = option(args.seed, config["seed"]), option(args.bootstrap, config["evaluate"]["bootstrap"])
+    specs = [parse_alpha_spec(s) for s in args.evals]
+    grid = load_grid(specs)
+    ensembles = pd.read_csv(args.ensembles) if args.ensembles else None
+    table = measure(grid, ensembles, reps, seed)
+    shown = table[["title", "measure", "value", "ci_lo", "ci_hi", "verdict", "note"]]
+    with atomic_path(args.out_dir) as tmp:
+        tmp.mkdir()
+        table.to_csv(tmp / "claims.csv", index=False)
+        per_alpha(grid).to_csv(tmp / "per_alpha.csv", index=False)
+        (tmp / "claims.html").write_text(shown.to_html(index=False, float_format=lambda v: f"{v:+.3f}"))
+        write_json(tmp / "provenance.json", provenance(
+            {"bootstrap": reps, "seed": seed, "alphas": grid.alphas.tolist(),
+             "evals": {str(p): sha256_file(p) for _, p in specs},
+             "ensembles": sha256_file(args.ensembles) if args.ensembles else None}))
+    for r in table.itertuples():
+        print(f"{r.title}: {r.value:+.3f} [{r.ci_lo:+.3f}, {r.ci_hi:+.3f}] {r.verdict} {r.note}".rstrip())
+    return 0
+
+
+def add_approaches_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--evals", nargs="+", required=True, metavar="alpha=A:PATH", help="evaluation tables")
+    parser.add_argument("--samples", nargs="+", required=True, metavar="alpha=A:PATH",
+                        help="sample files, one per alpha of --evals")
+    parser.add_argument("--out-dir", required=True, type=Path, help="writes approaches.csv and provenance.json")
+
+
+def approaches(args: argparse.Namespace, config: dict) -> int:
+    import pandas as pd
+
+    from ewa.analysis.approaches import approach_table, joined
+
+    evals = {alpha_tag(a): (a, p) for a, p in (parse_alpha_spec(s) for s in args.evals)}
+    samples = {alpha_tag(a): p for a, p in (parse_alpha_spec(s, "--samples") for s in args.samples)}
+    if set(evals) != set(samples):
+        raise ValueError(f"--samples alphas {sorted(samples)} differ from --evals alphas {sorted(evals)}")
+    judged = pd.concat([joined(a, p, samples[tag]) for tag, (a, p) in sorted(evals.items(), key=lambda t: t[1][0])])
+    table = approach_table(judged)
+    with atomic_path(args.out_dir) as tmp:
+        tmp.mkdir()
+        table.to_csv(tmp / "approaches.csv", index=False, float_format="%.4f")
+        write_json(tmp / "provenance.json", provenance(
+            {"evals": {str(p): sha256_file(p) for _, p in evals.values()},
+             "samples": {str(p): sha256_file(p) for p in samples.values()}}))
+    for r in table.itertuples():
+        print(f"alpha {alpha_tag(r.alpha)} {r.approach:>9}: share {r.share:.3f}, AC {r.AC:.3f}, "
+              f"TLE+MLE {r.opt:.3f}, WA+RE+CE {r.corr:.3f} (n={r.n})")
+    return 0
+
+
+def add_science_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--claims", nargs="+", required=True, type=Path, help="each seed's `ewa claims` directory")
+    parser.add_argument("--approaches", nargs="+", required=True, type=Path,
+                        help="each seed's `ewa approaches` directory, in the same order")
+    parser.add_argument("--frontier-plot", required=True, type=Path, help="the first seed's frontier.png")
+    parser.add_argument("--benchmark", required=True)
+    parser.add_argument("--setting", required=True)
+    parser.add_argument("--out-dir", required=True, type=Path, help="writes science.md, seeds.png, frontier.png")
+
+
+def science(args: argparse.Namespace, config: dict) -> int:
+    from ewa.analysis.science import write_science
+
+    print(write_science(args.claims, args.approaches, args.frontier_plot, args.out_dir, args.benchmark, args.setting))
+    return 0
+
+
+COMMANDS = {
+    "frontier": (add_frontier_arguments, frontier),
+    "claims": (add_claims_arguments, claims),
+    "approaches": (add_approaches_arguments, approaches),
+    "science": (add_science_arguments, science),
+}

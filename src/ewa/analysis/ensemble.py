@@ -1,0 +1,292 @@
+"""Matched-budget ensembles over the alpha grid: spend B samples per problem across several merged
+checkpoints (b_i from alpha i, sum b_i = B) and estimate pass@B without bias from the pooled samples.
+
+For one problem, drawing b_i of alpha i's n_i judged samples without replacement misses every AC with
+probability C(n_i - c_i, b_i) / C(n_i, b_i); draws from different checkpoints are independent, so
+pass@B = 1 - prod_i C(n_i - c_i, b_i) / C(n_i, b_i), averaged over problems. A single checkpoint is the
+special case of one b_i = B (it is estimable only while B <= n_i).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ewa.alphas import alpha_tag
+from ewa.analysis.bootstrap import bootstrap_counts, weighted_means
+from ewa.analysis.metrics import miss_probability
+
+
+@dataclass(frozen=True)
+class EnsembleSettings:
+    budgets: tuple[int, ...] | None = None  # samples per problem; None = the smallest sample count n
+    windows: tuple[int, ...] = (2, 3)  # widths of contiguous alpha windows mixed uniformly
+    dev_fraction: float = 0.5  # share of problems the allocation (and the best single) is chosen on
+    seed: int = 0  # dev/test split and bootstrap
+    bootstrap: int = 1000
+    ci: float = 0.95
+
+    def __post_init__(self):
+        if self.budgets is not None and any(b < 1 for b in self.budgets):
+            raise ValueError(f"budgets must be >= 1, got {self.budgets}")
+        if not 0 < self.dev_fraction < 1:
+            raise ValueError(f"dev_fraction must be in (0, 1), got {self.dev_fraction}")
+
+
+def ensemble_pass(n: np.ndarray, c: np.ndarray, allocation) -> np.ndarray:
+    """Per-problem chance that pooled draws (allocation[i] from alpha i) contain an AC.
+
+    n, c: (P, A) sample and AC counts per problem and alpha. Raises ValueError if some b_i > n_i.
+    """
+    n, c = np.asarray(n), np.asarray(c)
+    allocation = np.asarray(allocation, dtype=np.int64)
+    if allocation.shape != (n.shape[1],):
+        raise ValueError(f"allocation has {allocation.size} entries for {n.shape[1]} alphas")
+    return 1.0 - miss_probability(n, c, allocation[None, :]).prod(axis=1)
+
+
+def uniform_allocation(budget: int, m: int) -> np.ndarray:
+    """Split `budget` as evenly as possible over m checkpoints; the remainder goes to evenly spaced
+    members rather than the first ones, so no end of the alpha range is favoured."""
+    alloc = np.full(m, budget // m, dtype=np.int64)
+    r = budget % m
+    alloc[((np.arange(r) + 0.5) * m / r).astype(np.int64) if r else []] += 1
+    return alloc
+
+
+def _miss_tables(n: np.ndarray, c: np.ndarray, max_b: int) -> np.ndarray:
+    """T[p, a, b] = C(n-c, b)/C(n, b) for b = 0..max_b; NaN where b exceeds that n."""
+    b = np.arange(max_b + 1)[None, None, :]
+    T = miss_probability(n[:, :, None], c[:, :, None], np.minimum(b, n[:, :, None]))
+    T[np.broadcast_to(b > n[:, :, None], T.shape)] = np.nan
+    return T
+
+
+def _compositions(budget: int, cap: np.ndarray, limit: int) -> np.ndarray | None:
+    """Every allocation (b_1..b_A), 0 <= b_i <= cap_i, summing to budget; None if more than limit."""
+    if math.comb(budget + len(cap) - 1, len(cap) - 1) > limit:
+        return None
+    out = []
+
+    def rec(prefix, left, i):
+        if i == len(cap) - 1:
+            if left <= cap[i]:
+                out.append(prefix + [left])
+            return
+        for b in range(min(left, cap[i]) + 1):
+            rec(prefix + [b], left - b, i + 1)
+
+    rec([], budget, 0)
+    return np.array(out, dtype=np.int64).reshape(-1, len(cap))
+
+
+def optimize_allocation(n: np.ndarray, c: np.ndarray, budget: int, step: int | None = None,
+                        exhaustive_limit: int = 20000) -> np.ndarray:
+    """Integer allocation of `budget` over the alphas maximising mean pass@budget on these problems.
+
+    Exact (every allocation scored) while there are at most `exhaustive_limit` of them. Otherwise local
+    search (move `step` samples between two alphas while it helps, halving the step down to 1) started
+    from a greedy build-up, the uniform split and the best single checkpoint; the best result is
+    returned, so it is never worse on these problems than the uniform split or the best single.
+    """
+    n, c = np.asarray(n, dtype=np.int64), np.asarray(c, dtype=np.int64)
+    P, A = n.shape
+    cap = n.min(axis=0)  # b_i may not exceed any problem's sample count for alpha i
+    if cap.sum() < budget:
+        raise ValueError(f"budget {budget} exceeds the {cap.sum()} samples available per problem")
+    T = _miss_tables(n, c, int(min(budget, cap.max())))
+    rows = np.arange(P)
+
+    def value(alloc):
+        return 1.0 - T[rows[:, None], np.arange(A)[None, :], alloc[None, :]].prod(axis=1).mean()
+
+    def greedy(s):
+        alloc = np.zeros(A, dtype=np.int64)
+        while (left := budget - alloc.sum()) > 0:
+            inc = np.minimum(min(s, left), cap - alloc)  # what each alpha can still take
+            cands = np.flatnonzero(inc > 0)
+            gains = [value(alloc + inc[a] * (np.arange(A) == a)) for a in cands]
+            a = cands[int(np.argmax(gains))]
+            alloc[a] += inc[a]
+        return alloc
+
+    def local_search(alloc, s):
+        best = value(alloc)
+        while s >= 1:
+            G = T[rows[:, None], np.arange(A)[None, :], alloc[None, :]]  # (P, A) current misses
+            move, move_value = None, best
+            for i in np.flatnonzero(alloc >= s):
+                # take s from alpha i, give s to every feasible j at once
+                Gi = G.copy()
+                Gi[:, i] = T[:, i, alloc[i] - s]
+                js = np.flatnonzero((np.arange(A) != i) & (alloc + s <= cap))
+                if not js.size:
+                    continue
+                trial = np.repeat(Gi[None], js.size, axis=0)
+                trial[np.arange(js.size), :, js] = T[:, js, alloc[js] + s].T
+                vals = 1.0 - trial.prod(axis=2).mean(axis=1)
+                j = int(np.argmax(vals))
+                if vals[j] > move_value + 1e-12:
+                    move, move_value = (i, js[j]), vals[j]
+            if move is None:
+                s //= 2
+                continue
+            alloc = alloc.copy()
+            alloc[move[0]] -= s
+            alloc[move[1]] += s
+            best = move_value
+        return alloc, best
+
+    grid = _compositions(budget, cap, exhaustive_limit)
+    if grid is not None:
+        values = np.concatenate([
+            1.0 - T[rows[None, :, None], np.arange(A)[None, None, :], g[:, None, :]].prod(axis=2).mean(axis=1)
+            for g in np.array_split(grid, max(1, len(grid) * P * A // 2_000_000))])
+        return grid[int(np.argmax(values))]
+    step = step or max(1, budget // 16)
+    starts = [greedy(step)]
+    uni = uniform_allocation(budget, A)
+    if np.all(uni <= cap):
+        starts.append(uni)
+    singles = [budget * (np.arange(A) == a) for a in range(A) if cap[a] >= budget]
+    if singles:
+        starts.append(max(singles, key=value))
+    results = [local_search(s.astype(np.int64), step) for s in starts]
+    return max(results, key=lambda r: r[1])[0]
+
+
+def _uniform_sets(alphas: np.ndarray, windows) -> list[tuple[str, str, list[int]]]:
+    """(kind, name, alpha indices) for the uniform mixtures worth comparing; sets of one are singles."""
+    inside = (alphas > 1e-9) & (alphas < 1 - 1e-9)
+    endpoint = np.isclose(alphas, 0.0) | np.isclose(alphas, 1.0)
+    named = [("uniform all", np.ones_like(inside)), ("uniform endpoints", endpoint),
+             ("uniform interpolated", inside), ("uniform [0,1]", inside | endpoint),
+             ("uniform extrapolated", ~(inside | endpoint))]
+    sets, seen = [], set()
+    for name, mask in named:
+        idx = tuple(np.flatnonzero(mask))
+        if len(idx) >= 2 and idx not in seen:
+            seen.add(idx)
+            sets.append(("uniform", name, list(idx)))
+    for w in windows:
+        for start in range(len(alphas) - w + 1):
+            idx = tuple(range(start, start + w))
+            if idx not in seen:
+                seen.add(idx)
+                sets.append(("window", f"window {alpha_tag(alphas[start])}..{alpha_tag(alphas[start + w - 1])}", list(idx)))
+    return sets
+
+
+def _row(kind, name, alphas, alloc, budget, split, n, c):
+    """One candidate: its per-problem pass@budget (or None with a note when not estimable)."""
+    used = np.flatnonzero(alloc)
+    cap = n.min(axis=0)
+    note = ""
+    over = [i for i in used if alloc[i] > cap[i]]
+    if over:
+        x = None
+        note = "; ".join(f"not estimable: {alloc[i]} samples of alpha {alpha_tag(alphas[i])} > n={cap[i]}" for i in over)
+    else:
+        x = ensemble_pass(n, c, alloc)
+    return {"budget": budget, "split": split, "kind": kind, "ensemble": name,
+            "alphas": " ".join(alpha_tag(alphas[i]) for i in used),
+            "allocation": " ".join(f"{alpha_tag(alphas[i])}:{alloc[i]}" for i in used),
+            "n_problems": len(n), "note": note, "_x": x}
+
+
+def _finish(rows: list[dict], reference: dict | None, boot, ci) -> list[dict]:
+    """Add pass_at_budget and gain over the reference single, with paired bootstrap CIs (one matrix
+    product for all rows: every row is resampled on the same problem draws)."""
+    ref = reference["_x"] if reference and reference.get("_x") is not None else None
+    xs = [r.pop("_x") for r in rows]
+    done = [i for i, x in enumerate(xs) if x is not None]
+    if done:
+        X = np.stack([xs[i] for i in done], axis=1)
+        X = np.concatenate([X, X - ref[:, None] if ref is not None else np.full_like(X, np.nan)], axis=1)
+        v, lo, hi = weighted_means(X, np.ones_like(X), boot, ci)
+    for r in rows:
+        r.update(reference=reference["ensemble"] if reference else "", pass_at_budget=np.nan,
+                 pass_at_budget_lo=np.nan, pass_at_budget_hi=np.nan, gain_vs_best_single=np.nan,
+                 gain_lo=np.nan, gain_hi=np.nan)
+    for j, i in enumerate(done):
+        g = j + len(done)
+        rows[i].update(pass_at_budget=v[j], pass_at_budget_lo=lo[j], pass_at_budget_hi=hi[j],
+                       gain_vs_best_single=v[g], gain_lo=lo[g], gain_hi=hi[g])
+        if ref is None and not rows[i]["note"]:
+            rows[i]["note"] = "no single checkpoint is estimable at this budget"
+    return rows
+
+
+def matched_budget_table(n: np.ndarray, c: np.ndarray, alphas, settings: EnsembleSettings = EnsembleSettings()
+                         ) -> pd.DataFrame:
+    """Every single checkpoint and mixture at each budget: one row per (budget, split, ensemble).
+
+    split 'all': singles, uniform mixtures and alpha windows on every problem; the gain is over the
+    oracle best single (chosen on the same problems, which favours the single).
+    split 'test': the allocation optimised on a seeded dev half and the single best on dev, both
+    evaluated on the held-out problems; the gain is over that dev-selected single.
+    """
+    n, c = np.asarray(n, dtype=np.int64), np.asarray(c, dtype=np.int64)
+    alphas = np.asarray(alphas, dtype=np.float64)
+    P, A = n.shape
+    budgets = settings.budgets or (int(n.min()),)
+    rng = np.random.default_rng(settings.seed)
+    perm = rng.permutation(P)
+    n_dev = int(round(P * settings.dev_fraction))
+    dev, test = np.sort(perm[:n_dev]), np.sort(perm[n_dev:])
+    boot_all = bootstrap_counts(P, settings.bootstrap, settings.seed) if settings.bootstrap else None
+    boot_test = (bootstrap_counts(len(test), settings.bootstrap, settings.seed + 1)
+                 if settings.bootstrap and len(test) else None)
+    out = []
+    for B in budgets:
+        singles = [_row("single", f"single {alpha_tag(a)}", alphas, B * (np.arange(A) == i), B, "all", n, c)
+                   for i, a in enumerate(alphas)]
+        scored = [(np.mean(r["_x"]), i) for i, r in enumerate(singles) if r["_x"] is not None]
+        oracle = None
+        if scored:
+            best = max(scored, key=lambda t: t[0])[1]  # ties: the lowest alpha
+            oracle = {**singles[best], "kind": "best_single_oracle",
+                      "ensemble": f"best single (oracle) {alpha_tag(alphas[best])}"}
+        rows = singles + ([oracle] if oracle else [])
+        for kind, name, idx in _uniform_sets(alphas, settings.windows):
+            alloc = np.zeros(A, dtype=np.int64)
+            alloc[idx] = uniform_allocation(B, len(idx))
+            row = _row(kind, name, alphas, alloc, B, "all", n, c)
+            if B < len(idx):
+                row["note"] = (row["note"] + "; " if row["note"] else "") + f"budget < {len(idx)} alphas"
+            rows.append(row)
+        out += _finish(rows, oracle, boot_all, settings.ci)
+        if len(dev) and len(test):
+            out += _held_out(n, c, alphas, B, dev, test, boot_test, settings.ci)
+    return pd.DataFrame(out, columns=[
+        "budget", "split", "kind", "ensemble", "alphas", "allocation", "n_problems", "pass_at_budget",
+        "pass_at_budget_lo", "pass_at_budget_hi", "gain_vs_best_single", "gain_lo", "gain_hi",
+        "reference", "dev_pass_at_budget", "note"])
+
+
+def _held_out(n, c, alphas, B, dev, test, boot, ci) -> list[dict]:
+    A = len(alphas)
+    cap = n.min(axis=0)
+    feasible = [a for a in range(A) if cap[a] >= B]
+    rows, dev_values = [], []
+    best_dev = None
+    if feasible:
+        dev_scores = [ensemble_pass(n[dev], c[dev], B * (np.arange(A) == a)).mean() for a in feasible]
+        a = feasible[int(np.argmax(dev_scores))]
+        best_dev = _row("best_single_dev", f"best single (dev-selected) {alpha_tag(alphas[a])}", alphas,
+                        B * (np.arange(A) == a), B, "test", n[test], c[test])
+        rows.append(best_dev)
+        dev_values.append(max(dev_scores))
+    if cap.sum() >= B:
+        alloc = optimize_allocation(n[dev], c[dev], B)
+        rows.append(_row("optimized", "optimized (dev-selected)", alphas, alloc, B, "test", n[test], c[test]))
+        dev_values.append(ensemble_pass(n[dev], c[dev], alloc).mean())
+    uni = uniform_allocation(B, A)
+    rows.append(_row("uniform", "uniform all", alphas, uni, B, "test", n[test], c[test]))
+    dev_values.append(ensemble_pass(n[dev], c[dev], uni).mean() if np.all(uni <= cap) else np.nan)
+    rows = _finish(rows, best_dev, boot, ci)
+    for r, v in zip(rows, dev_values):
+        r["dev_pass_at_budget"] = v
+    return rows

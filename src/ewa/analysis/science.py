@@ -1,0 +1,145 @@
+"""The study's claims over several seeds: one table (markdown, the README's results section) with each
+claim's value per seed and whether every seed's CI lies on the claimed side, a seed-band plot, and the
+first seed's frontier plot. Every number comes from the pipeline's own per-seed outputs: each seed's
+claims (paired bootstrap CIs over problems) and approaches tables.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from ewa.alphas import alpha_tag  # noqa: E402
+from ewa.io import atomic_path, write_text  # noqa: E402
+
+OUTPUT_FILES = ("science.md", "seeds.png", "frontier.png")
+START, END = "<!-- science:start -->", "<!-- science:end -->"
+RATES = (("opt", "TLE+MLE", "tab:red"), ("corr", "WA+RE+CE", "tab:blue"), ("ac", "AC", "tab:green"),
+         ("ce", "of which CE", "tab:grey"))
+
+
+def read_run(claims_dir: Path, approaches_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, int]:
+    """One seed's claims.csv, per_alpha.csv, approaches.csv and its seed (from the claims' provenance)."""
+    files = [claims_dir / "claims.csv", claims_dir / "per_alpha.csv", approaches_dir / "approaches.csv"]
+    missing = [f for f in files if not f.is_file()]
+    if missing:
+        raise FileNotFoundError(f"{missing[0]}: missing (that seed's claims and approaches steps have not run)")
+    seed = json.loads((claims_dir / "provenance.json").read_text())["config"]["seed"]
+    return (*map(pd.read_csv, files), int(seed))
+
+
+def overall(verdicts: list[str]) -> str:
+    hits = sum(v == "reproduced" for v in verdicts)
+    if all(v == "no room" for v in verdicts):
+        return "no room (see note)"
+    if hits == len(verdicts):
+        return "**reproduced**"
+    if hits == 0:
+        # Say how close the seeds that missed came ("direction only", "within CI"), once per kind.
+        near = [f"{kind} in {verdicts.count(kind)} of {len(verdicts)}" for kind in sorted(set(verdicts))
+                if kind != "not reproduced"]
+        return "not reproduced" + (f" ({'; '.join(near)})" if near else "")
+    return f"mixed: {hits} of {len(verdicts)} seeds"
+
+
+def claims_table(claims: list[pd.DataFrame], seeds: list[int]) -> list[str]:
+    lines = [f"| claim | measure | seed {seeds[0]}: value [95% CI] | mean ± sd over {len(seeds)} seeds "
+             "| per seed | verdict |", "|---|---|---|---|---|---|"]
+    for i, row in claims[0].iterrows():
+        values = pd.Series([c.loc[i, "value"] for c in claims])
+        verdicts = [c.loc[i, "verdict"] for c in claims]
+        per_seed = ", ".join(f"{v:+.3f}" for v in values)
+        spread = f"{values.mean():+.3f} ± {values.std(ddof=1):.3f}" if len(values) > 1 else "one seed"
+        verdict = overall(verdicts) + (f"; {row['note']}" if isinstance(row["note"], str) and row["note"] else "")
+        lines.append(f"| {row['title']} | {row['measure']} | {row['value']:+.3f} [{row['ci_lo']:+.3f}, "
+                     f"{row['ci_hi']:+.3f}] | {spread} | {per_seed} | {verdict} |")
+    return lines
+
+
+def rates_table(per_alpha: list[pd.DataFrame]) -> list[str]:
+    alphas = per_alpha[0]["alpha"]
+    lines = ["| alpha | " + " | ".join(alpha_tag(a) for a in alphas) + " |", "|---|" + "---|" * len(alphas)]
+    stacked = pd.concat(per_alpha).groupby("alpha")
+    mean, sd = stacked.mean(), stacked.std(ddof=1)
+    for key, label, _ in RATES:
+        cells = [f"{mean.loc[a, key]:.3f}" + (f" ± {sd.loc[a, key]:.3f}" if len(per_alpha) > 1 else "") for a in alphas]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines
+
+
+# What each alpha writes (ewa approaches): the rows that explain claims 2 and 4.
+APPROACH_ROWS = (("efficient", "share", "share of samples declaring an efficient algorithm"),
+                 ("efficient", "corr", "WA+RE+CE among efficient attempts"),
+                 ("brute", "corr", "WA+RE+CE among brute-force attempts"),
+                 ("efficient", "AC", "AC among efficient attempts"),
+                 ("brute", "AC", "AC among brute-force attempts"))
+
+
+def approaches_table(approaches: list[pd.DataFrame], alphas) -> list[str]:
+    lines = ["| alpha | " + " | ".join(alpha_tag(a) for a in alphas) + " |", "|---|" + "---|" * len(alphas)]
+    for approach, column, label in APPROACH_ROWS:
+        runs = [t[t["approach"] == approach].set_index("alpha")[column].reindex(alphas) for t in approaches]
+        if column == "share":  # an alpha without efficient attempts has a share of 0; its verdict mix stays undefined
+            runs = [r.fillna(0.0) for r in runs]
+        mean = pd.concat(runs, axis=1).mean(axis=1)
+        lines.append(f"| {label} | " + " | ".join("–" if pd.isna(v) else f"{v:.3f}" for v in mean) + " |")
+    return lines
+
+
+def plot(per_alpha: list[pd.DataFrame], seeds: list[int], out: Path, title: str) -> None:
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for key, label, color in RATES:
+        for j, table in enumerate(per_alpha):
+            ax.plot(table["alpha"], table[key], color=color, alpha=0.35, lw=1, marker="o", ms=3,
+                    label=f"{label} (one line per seed)" if j == 0 else None)
+        mean = pd.concat(per_alpha).groupby("alpha")[key].mean()
+        ax.plot(mean.index, mean.values, color=color, lw=2.5)
+    for edge in (0, 1):
+        ax.axvline(edge, color="grey", ls=":", lw=1)
+    ax.set_xlabel("alpha  (0 = low-coverage checkpoint, 1 = high-coverage)")
+    ax.set_ylabel("share of samples")
+    ax.set_title(f"{title}: seeds {', '.join(map(str, seeds))}; thick line = mean")
+    ax.legend(fontsize=8, loc="center right")
+    fig.tight_layout()
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp, dpi=120, format="png")
+    plt.close(fig)
+
+
+def write_science(claims_dirs: list[Path], approaches_dirs: list[Path], frontier_png: Path, out_dir: Path,
+                  benchmark: str, setting: str) -> str:
+    """Write science.md, seeds.png and frontier.png (the first seed's) into `out_dir`; returns the markdown.
+    The markdown links its figures as docs/frontier-{benchmark}-{setting}[-seeds].png, where
+    scripts/science.py copies them beside the README."""
+    read = [read_run(Path(c), Path(a)) for c, a in zip(claims_dirs, approaches_dirs, strict=True)]
+    claims, per_alpha, approaches, seeds = (list(x) for x in zip(*read))
+    if len({tuple(a["alpha"]) for a in per_alpha}) > 1:
+        raise ValueError("science: the seeds' runs use different alpha grids; compare runs of one config")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plot(per_alpha, seeds, out_dir / "seeds.png", f"{benchmark} held-out, {setting}")
+    with atomic_path(out_dir / "frontier.png") as tmp:
+        shutil.copy(frontier_png, tmp)
+    figure, frontier = (f"docs/frontier-{benchmark}-{setting}{suffix}.png" for suffix in ("-seeds", ""))
+    text = "\n".join([
+        f"Generated by `make science` (`ewa science`) from runs with seeds {', '.join(map(str, seeds))} "
+        f"on {benchmark} (held-out) / {setting}. CI: 95% paired bootstrap over problems, shown for "
+        f"seed {seeds[0]}; every run's own CIs are in its `results/seed<N>/claims/{benchmark}/{setting}/claims.csv` "
+        "and report. Verdict: reproduced when every seed's CI lies on the claimed side.", "",
+        *claims_table(claims, seeds), "",
+        "Verdict shares per alpha (mean ± sd over seeds):", "", *rates_table(per_alpha), "",
+        "What each alpha writes: the plan line every answer opens with (`ewa approaches`; mean over seeds). "
+        "Claim 2 needs efficient attempts to fail on correctness more often than brute-force ones; claim 4 "
+        "needs some problems that only some alphas solve.", "",
+        *approaches_table(approaches, per_alpha[0]["alpha"].tolist()), "",
+        f"![verdict shares per alpha, every seed]({figure})", "",
+        f"The pipeline's frontier plot for seed {seeds[0]} (`results/seed{seeds[0]}/frontier/{benchmark}/{setting}/frontier.png`):", "",
+        f"![frontier, seed {seeds[0]}]({frontier})"])
+    write_text(out_dir / "science.md", text + "\n")
+    return text

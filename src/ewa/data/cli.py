@@ -1,0 +1,84 @@
+"""`ewa prepare`: convert a benchmark into the canonical problems.jsonl; `ewa tiers`: its nested coverage
+tiers. In the workflow the dataset comes from the config (`--dataset NAME` picks `train_data` or a
+benchmark); by hand, the flags describe it."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ewa.errors import UserError
+from ewa.io import provenance, write_json
+from ewa.problems import read_problems, write_problems
+
+SPEC_FLAGS = ("format", "input", "split", "difficulty", "date_from", "date_to", "limit")
+
+
+def add_prepare_arguments(p: argparse.ArgumentParser) -> None:
+    from ewa.data import FORMATS
+
+    p.add_argument("--dataset", help="take the dataset from the config: 'train_data' or a benchmark name")
+    p.add_argument("--format", choices=sorted(FORMATS))
+    p.add_argument("--input", help="source file (optional for mini and humaneval, which ship their own)")
+    p.add_argument("--out", required=True, help="problems.jsonl to write (and <out>.meta.json)")
+    p.add_argument("--split", help="mini: train | heldout | all")
+    p.add_argument("--difficulty", nargs="*", help="keep only these difficulties")
+    p.add_argument("--date-from", help="first contest date kept (YYYY-MM-DD)")
+    p.add_argument("--date-to", help="last contest date kept (YYYY-MM-DD)")
+    p.add_argument("--limit", type=int, help="keep the first N problems")
+    p.add_argument("--seed", type=int, help="mini: generator seed (default: the config's seed)")
+    p.add_argument("--skip-invalid", action="store_true", help="skip malformed records, count them")
+
+
+def dataset_spec(args: argparse.Namespace, config: dict) -> dict:
+    """The dataset entry to load: the config's (`--dataset`), with any flag given on top."""
+    if args.dataset == "train_data":
+        spec = dict(config["train_data"])
+    elif args.dataset is not None:
+        if args.dataset not in config["benchmarks"]:
+            raise UserError(f"--dataset: {args.dataset!r} is neither train_data nor one of the config's "
+                            f"benchmarks ({', '.join(config['benchmarks'])})")
+        spec = dict(config["benchmarks"][args.dataset])
+    else:
+        spec = {}
+    spec.update({k: getattr(args, k) for k in SPEC_FLAGS if getattr(args, k) is not None})
+    if "format" not in spec:
+        raise UserError("prepare: --format (or --dataset naming a dataset of the config) is required")
+    from ewa.config import validate
+
+    validate({"benchmarks": {"dataset": spec}}, partial=True)  # flags are checked like config entries
+    return spec
+
+
+def prepare(args: argparse.Namespace, config: dict) -> int:
+    from ewa.data import load
+
+    spec = dataset_spec(args, config)
+    seed = args.seed if args.seed is not None else config["seed"]
+    options = {k: v for k, v in spec.items() if k not in ("format", "input")}
+    report = load(spec["format"], spec.get("input"), skip_invalid=args.skip_invalid, seed=seed, **options)
+    if not report.problems:
+        raise UserError(f"{spec['format']}: no problems left after filtering ({report.filtered} filtered, "
+                        f"{len(report.skipped)} invalid)")
+    write_problems(report.problems, args.out)
+    write_json(args.out + ".meta.json", provenance(
+        {**spec, "seed": seed}, problems=len(report.problems), skipped=report.skipped, filtered=report.filtered))
+    for line in report.skipped:
+        print(f"skipped: {line}", file=sys.stderr)
+    print(f"{args.out}: {len(report.problems)} problems ({len(report.skipped)} invalid skipped, "
+          f"{report.filtered} filtered)", file=sys.stderr)
+    return 0
+
+
+def add_tiers_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--problems", required=True)
+    p.add_argument("--out", required=True)
+
+
+def tiers(args: argparse.Namespace, config: dict) -> int:
+    from ewa.data.tiers import write_tiers
+
+    write_tiers(read_problems(args.problems), config["regimes"], args.out)
+    return 0
+
+
+COMMANDS = {"prepare": (add_prepare_arguments, prepare), "tiers": (add_tiers_arguments, tiers)}

@@ -1,0 +1,199 @@
+"""Judge a samples file in the sandbox and write one verdict row per sample (parquet).
+
+Resumable: finished samples are written in chunks to `<out>.partial/` and skipped on restart; the
+final file appears (atomically) only when every sample is judged.
+
+A program sampled several times for one problem (a small model repeats itself: half or more of the
+miniature's samples are exact copies) is run once; its copies get the same verdict and name the
+sample that was run in `duplicate_of`. `--judge-duplicates` runs every copy instead.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from tqdm import tqdm
+
+from ewa.errors import UserError
+from ewa.io import atomic_path, provenance, read_jsonl, sha256_file, write_json
+from ewa.problems import Problem, problems_by_id
+from ewa.sandbox.extract import extract_code
+from ewa.sandbox.results import SampleResult
+
+CHUNK = 64
+RESULT_COLUMNS = ("problem_id", "sample_id", "duplicate_of", "verdict", "tests_passed", "tests_total",
+                  "first_failed_test", "first_failed_tier", "cpu_time_s", "peak_memory_mb", "tests")
+TEST_TYPE = pa.list_(pa.struct([("index", pa.int64()), ("verdict", pa.string()), ("cpu_time_s", pa.float64()),
+                                ("wall_time_s", pa.float64()), ("peak_memory_mb", pa.float64()),
+                                ("tier", pa.int64()), ("error", pa.string())]))
+ERROR_CHARS = 500
+
+
+def load_samples(path: str, problems: dict[str, Problem]) -> list[dict]:
+    samples, seen = [], set()
+    for lineno, rec in read_jsonl(path):
+        where = f"{path}:{lineno}"
+        pid, sid = rec.get("problem_id"), rec.get("sample_id")
+        if not isinstance(pid, str):
+            raise UserError(f"{where}: field 'problem_id' must be a string")
+        if not isinstance(sid, (str, int)) or isinstance(sid, bool):
+            raise UserError(f"{where}: field 'sample_id' must be a string or an integer")
+        if pid not in problems:
+            raise UserError(f"{where}: unknown problem_id {pid!r} (not in the problems file)")
+        if (pid, sid) in seen:
+            raise UserError(f"{where}: sample ({pid!r}, {sid!r}) appears twice")
+        seen.add((pid, sid))
+        if isinstance(rec.get("code"), str):
+            code = rec["code"]
+        elif isinstance(rec.get("completion"), str):
+            code = extract_code(rec["completion"])
+        else:
+            raise UserError(f"{where}: needs a string field 'code' or 'completion'")
+        carried = {k: v for k, v in rec.items() if k not in ("problem_id", "sample_id", "code", "completion")}
+        samples.append({"problem_id": pid, "sample_id": sid, "code": code, "carried": carried})
+    return samples
+
+
+def load_tiers(path: str, problems: dict[str, Problem]) -> dict[str, list[int]]:
+    try:
+        per_problem = json.loads(Path(path).read_text())["problems"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise UserError(f"{path}: not a tiers file (needs 'problems')") from None
+    tiers = {}
+    for pid, p in problems.items():
+        tier = (per_problem.get(pid) or {}).get("test_tier")
+        if not isinstance(tier, list) or len(tier) != len(p.tests):
+            raise UserError(f"{path}: problem {pid!r}: field 'test_tier' must list a tier for each of its "
+                            f"{len(p.tests)} tests")
+        tiers[pid] = tier
+    return tiers
+
+
+def row(sample: dict, order: int, r: SampleResult, duplicate_of=None) -> dict:
+    out = {"_order": order, "problem_id": sample["problem_id"], "sample_id": sample["sample_id"],
+           "duplicate_of": duplicate_of, "verdict": r.verdict, "tests_passed": r.tests_passed,
+           "tests_total": r.tests_total,
+           "first_failed_test": r.first_failed_test, "first_failed_tier": r.first_failed_tier,
+           "cpu_time_s": r.cpu_time_s, "peak_memory_mb": r.peak_memory_mb,
+           "tests": [{"index": t.index, "verdict": t.verdict, "cpu_time_s": t.cpu_time_s,
+                      "wall_time_s": t.wall_time_s, "peak_memory_mb": t.peak_memory_mb, "tier": t.tier,
+                      "error": t.error[-ERROR_CHARS:]} for t in r.tests]}
+    for k, v in sample["carried"].items():
+        out[k if k not in out else f"sample_{k}"] = v
+    return out
+
+
+def to_table(rows: list[dict]) -> pa.Table:
+    columns = {}
+    for name in dict.fromkeys(k for r in rows for k in r):
+        values = [r.get(name) for r in rows]
+        if name == "tests":
+            columns[name] = pa.array(values, type=TEST_TYPE)
+            continue
+        try:
+            columns[name] = pa.array(values)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed types in a carried column: keep it as JSON
+            columns[name] = pa.array([None if v is None else json.dumps(v) for v in values])
+    return pa.table(columns)
+
+
+class Partial:
+    """`<out>.partial/`: chunks of finished rows plus what they were judged with."""
+
+    def __init__(self, out: Path, fingerprint: dict):
+        self.dir = out.with_name(out.name + ".partial")
+        meta = self.dir / "meta.json"
+        if self.dir.exists():
+            try:
+                old = json.loads(meta.read_text())
+            except (OSError, json.JSONDecodeError):
+                old = None
+            if not old or old["fingerprint"] != fingerprint:
+                print(f"ewa evaluate: {self.dir} belongs to other inputs; starting afresh")
+                shutil.rmtree(self.dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.meta = json.loads(meta.read_text()) if meta.exists() else {"fingerprint": fingerprint}
+
+    def save_meta(self, **fields) -> None:
+        self.meta.update(fields)
+        write_json(self.dir / "meta.json", self.meta)
+
+    def chunks(self) -> list[Path]:
+        return sorted(self.dir.glob("chunk-*.parquet"))
+
+    def done(self) -> set[tuple]:
+        keys = set()
+        for chunk in self.chunks():
+            t = pq.read_table(chunk, columns=["problem_id", "sample_id"]).to_pydict()
+            keys.update(zip(t["problem_id"], t["sample_id"]))
+        return keys
+
+    def write(self, rows: list[dict]) -> None:
+        with atomic_path(self.dir / f"chunk-{len(self.chunks()):06d}.parquet") as tmp:
+            pq.write_table(to_table(rows), tmp)
+
+
+def evaluate_file(problems_path: str, samples_path: str, out: str | Path, sandbox: dict, settings: dict,
+                  tiers_path: str | None = None, calibration: str | None = None, time_factor: float | None = None,
+                  workers: int | None = None, chunk_size: int = CHUNK) -> Path:
+    """Judge every sample of `samples_path`; `sandbox` and `settings` are the config's `sandbox` and
+    `evaluate` sections (early_stop, judge_duplicates). An interrupted run resumes with its time factor."""
+    from ewa.sandbox import sandbox_from_config
+    problems = problems_by_id(problems_path)
+    samples = load_samples(samples_path, problems)
+    tiers = load_tiers(tiers_path, problems) if tiers_path else None
+    out = Path(out)
+    early_stop, judge_duplicates = settings["early_stop"], settings["judge_duplicates"]
+    fingerprint = {"samples": sha256_file(samples_path), "problems": sha256_file(problems_path),
+                   "tiers": sha256_file(tiers_path) if tiers_path else None, "early_stop": early_stop,
+                   "judge_duplicates": judge_duplicates, "sandbox": sandbox, "time_factor": time_factor,
+                   "calibration": sha256_file(calibration) if calibration else None}
+    partial = Partial(out, fingerprint)
+    done = partial.done()
+    todo = [(i, s) for i, s in enumerate(samples) if (s["problem_id"], s["sample_id"]) not in done]
+    with sandbox_from_config(sandbox, calibration=calibration, workers=workers, time_factor=time_factor,
+                             resumed_time_factor=partial.meta.get("time_factor")) as sb:
+        info = sb.info()
+        partial.save_meta(time_factor=sb.time_factor, sandbox=info)
+        runs: dict[tuple, tuple] = {}  # (problem, code) -> (sample_id run, its future)
+        futures = []
+        for i, s in todo:
+            key = (s["problem_id"], s["code"]) if not judge_duplicates else (i,)
+            if key in runs:
+                futures.append((i, s, runs[key][1], runs[key][0]))
+                continue
+            fut = sb.submit(problems[s["problem_id"]], s["code"], early_stop=early_stop,
+                            test_tiers=tiers[s["problem_id"]] if tiers else None)
+            runs[key] = (s["sample_id"], fut)
+            futures.append((i, s, fut, None))
+        print(f"ewa evaluate: {len(todo)} samples to judge, {len(runs)} distinct programs run")
+        rows = []
+        for i, s, fut, twin in tqdm(futures, desc="evaluate", unit="sample", initial=len(done),
+                                    total=len(samples), mininterval=2.0):
+            rows.append(row(s, i, fut.result(), twin))
+            if len(rows) >= chunk_size:
+                partial.write(rows)
+                rows = []
+        if rows:
+            partial.write(rows)
+    record = {"problems": str(problems_path), "samples": str(samples_path), "tiers": tiers_path,
+              "calibration": calibration, "evaluate": settings, "sandbox_config": sandbox}
+    finish(out, partial, provenance(record, sandbox=info, time_factor=info["time_factor"]))
+    return out
+
+
+def finish(out: Path, partial: Partial, record: dict) -> None:
+    tables = [pq.read_table(c) for c in partial.chunks()]
+    if tables:
+        table = pa.concat_tables(tables, promote_options="permissive")
+        table = table.take(pc.sort_indices(table, [("_order", "ascending")])).drop_columns(["_order"])
+    else:  # an empty samples file still gets a well-formed (empty) result
+        table = pa.table({c: pa.array([], type=TEST_TYPE if c == "tests" else pa.null()) for c in RESULT_COLUMNS})
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"ewa": json.dumps(record, default=str)})
+    with atomic_path(out) as tmp:
+        pq.write_table(table, tmp)
+    shutil.rmtree(partial.dir)

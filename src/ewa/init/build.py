@@ -1,0 +1,94 @@
+"""The shared initial model every regime's GRPO run starts from: the tiny Qwen2 built and SFT-warm-started
+here, or a local Hugging Face model directory (validated, linked, optionally SFT'd)."""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from pathlib import Path
+
+from ewa.checkpoint import check_model_dir
+from ewa.io import atomic_path, provenance, sha256_file, write_json
+from ewa.problems import Problem, read_problems
+from ewa.prompts import IO_INSTRUCTIONS, PLANS, SYSTEM_PROMPT
+
+log = logging.getLogger(__name__)
+
+PROVENANCE_FILE = "ewa_init.json"
+
+
+def tokenizer_corpus(problems: list[Problem]) -> list[str]:
+    """Texts the tiny tokenizer learns from: the bundled mini corpus, the train problems and the prompts."""
+    from ewa.data.mini import corpus_texts
+
+    texts = [SYSTEM_PROMPT, *IO_INSTRUCTIONS.values(), *PLANS.values()]
+    texts += list(corpus_texts())
+    for p in problems:
+        texts += [p.statement, p.starter_code]
+        solutions = p.meta.get("solutions") or {}
+        texts += [solutions.get("brute") or "", solutions.get("efficient") or "", *(solutions.get("wrong") or [])]
+    return [t for t in texts if t]
+
+
+def build_tiny(model: dict, problems: list[Problem], out: Path, seed: int) -> dict:
+    from ewa.init.sft import run_sft, sft_examples
+    from ewa.init.tiny import build_tiny_model, count_parameters, tiny_settings, train_tokenizer
+
+    tiny, sft = tiny_settings(model["tiny"]), model["sft"]
+    tokenizer = train_tokenizer(tokenizer_corpus(problems), tiny["vocab_size"])
+    tokenizer.model_max_length = tiny["max_position_embeddings"]
+    net = build_tiny_model(tokenizer, tiny, seed)
+    log.info("tiny Qwen2: %d parameters, vocabulary %d", count_parameters(net), len(tokenizer))
+    summary = {"parameters": count_parameters(net), "vocab_size": len(tokenizer), "tiny": tiny, "sft": sft}
+    if sft["steps"] > 0:
+        summary["sft_result"] = run_sft(net, tokenizer, sft_examples(problems, sft["mix"]), sft, seed)
+    net.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return summary
+
+
+def link_or_copy(src: Path, dst: Path) -> None:
+    """Hard-link the files of a (possibly huge) model directory; copy where links are not possible."""
+    def link(s, d):
+        try:
+            os.link(s, d)
+        except OSError:
+            shutil.copy2(s, d)
+    shutil.copytree(src, dst, copy_function=link, dirs_exist_ok=True)
+
+
+def adopt_hf(path: Path, model: dict, problems: list[Problem], out: Path, seed: int) -> dict:
+    sft = model["sft"]
+    if not sft["steps"]:
+        link_or_copy(path, out)
+        return {"source": str(path.resolve())}
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ewa.init.sft import run_sft, sft_examples
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    net = AutoModelForCausalLM.from_pretrained(path, dtype="auto")
+    result = run_sft(net, tokenizer, sft_examples(problems, sft["mix"]), sft, seed)
+    net.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return {"source": str(path.resolve()), "sft": sft, "sft_result": result}
+
+
+def build_init(model: dict, problems_path: str | os.PathLike, out: str | os.PathLike, seed: int = 0) -> dict:
+    """Write the shared init (the validated `model` section) to `out` atomically; returns its provenance."""
+    init = model["init"]
+    source = None if init == "tiny" else check_model_dir(init)  # bad input fails before any work
+    if source is None:
+        from ewa.init.tiny import tiny_settings
+        tiny_settings(model["tiny"])
+    problems = read_problems(problems_path)
+    with atomic_path(out) as tmp:
+        tmp.mkdir()
+        summary = (build_tiny(model, problems, tmp, seed) if source is None
+                   else adopt_hf(source, model, problems, tmp, seed))
+        record = provenance(
+            {**model, "seed": seed}, init=init, seed=seed, problems=str(problems_path),
+            problems_sha256=sha256_file(problems_path), n_problems=len(problems), **summary,
+        )
+        write_json(tmp / PROVENANCE_FILE, record)
+    return record

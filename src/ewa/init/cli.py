@@ -1,0 +1,30 @@
+"""`ewa init`: build the shared initial model from the config's `model` section."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+
+from ewa.runtime import set_threads
+
+
+def add_init_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--init", help="'tiny' or a local HF model directory (default: the config's model.init)")
+    parser.add_argument("--problems", required=True, help="train problems (canonical JSONL)")
+    parser.add_argument("--out", required=True, help="output HF model directory")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads (1: tiny models lose more to thread sync than they gain)")
+
+
+def init(args: argparse.Namespace, config: dict) -> int:
+    from ewa.init.build import build_init
+
+    model = {**config["model"], "init": args.init or config["model"]["init"]}
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    set_threads(args.threads)
+    record = build_init(model, args.problems, args.out, seed=config["seed"])
+    print(json.dumps({k: record[k] for k in ("init", "seed", "n_problems") if k in record}))
+    return 0
+
+
+COMMANDS = {"init": (add_init_arguments, init)}

@@ -1,0 +1,74 @@
+"""Supervised warm start of the shared init: TRL's SFTTrainer on the reference solutions of the train
+problems (brute force, efficient, and wrong efficient attempts), completion-only loss.
+"""
+from __future__ import annotations
+
+import tempfile
+from typing import Sequence
+
+import torch
+from datasets import Dataset
+from trl import SFTConfig, SFTTrainer
+
+from ewa.config import section
+from ewa.problems import Problem
+from ewa.prompts import code_answer, reasoning_messages
+
+def sft_settings(settings: dict | None = None) -> dict:
+    """`model.sft` validated, with the schema's defaults."""
+    return section("model", {"sft": settings or {}})["sft"]
+
+
+def solution_variants(problem: Problem) -> list[tuple[str, str]]:
+    """(kind, source) for every reference solution a problem ships in meta['solutions']."""
+    solutions = problem.meta.get("solutions") or {}
+    out = [(kind, solutions[kind]) for kind in ("brute", "efficient") if solutions.get(kind)]
+    out += [("wrong", src) for src in solutions.get("wrong") or []]
+    return out
+
+
+def sft_examples(problems: Sequence[Problem], mix: dict) -> list[dict]:
+    """Conversational prompt-completion rows (TRL's format) in a fixed order; the trainer shuffles by seed."""
+    rows = []
+    for problem in problems:
+        prompt = reasoning_messages(problem)
+        for kind, source in solution_variants(problem):
+            completion = [{"role": "assistant", "content": code_answer(source, kind)}]
+            row = {"prompt": prompt, "completion": completion, "kind": kind, "problem_id": problem.id}
+            rows += [row] * int(mix[kind])
+    return rows
+
+
+def run_sft(model, tokenizer, examples: list[dict], settings: dict, seed: int) -> dict:
+    """Train `model` in place; returns a summary (steps, first/last loss) for the provenance record."""
+    s = sft_settings(settings)
+    if not examples:
+        raise ValueError("model.sft: the train problems ship no reference solutions (meta.solutions) to warm-start on")
+    dataset = Dataset.from_list([{"prompt": e["prompt"], "completion": e["completion"]} for e in examples])
+    with tempfile.TemporaryDirectory(prefix="ewa-sft-") as work:
+        config = SFTConfig(
+            output_dir=work,
+            max_steps=int(s["steps"]),
+            per_device_train_batch_size=int(s["batch_size"]),
+            learning_rate=float(s["learning_rate"]),
+            lr_scheduler_type="cosine",
+            warmup_steps=int(s["warmup_ratio"] * s["steps"]),
+            weight_decay=float(s["weight_decay"]),
+            max_length=int(s["max_length"]),
+            completion_only_loss=True,
+            logging_steps=int(s["logging_steps"]),
+            save_strategy="no",
+            report_to="none",
+            seed=seed,
+            data_seed=seed,
+            use_cpu=not torch.cuda.is_available(),
+            bf16=False,
+            activation_checkpointing=False,  # the deprecated gradient_checkpointing alias warns
+            dataloader_num_workers=0,
+            dataset_num_proc=None,
+        )
+        trainer = SFTTrainer(model=model, args=config, train_dataset=dataset, processing_class=tokenizer)
+        trainer.train()
+        losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    return {"steps": trainer.state.global_step, "examples": len(examples),
+            "first_loss": losses[0] if losses else None, "last_loss": losses[-1] if losses else None}

@@ -1,0 +1,97 @@
+"""The tiny Qwen2 the CPU miniature trains: a byte-level BPE tokenizer and a few-million-parameter causal LM,
+both built offline and deterministically from a seed.
+"""
+from __future__ import annotations
+
+import json
+from typing import Iterable
+
+import torch
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen2Tokenizer
+
+# transformers 5.x (and vLLM) rebuild a Qwen2Tokenizer for any qwen2 model, replacing whatever
+# pre-tokenizer was saved with Qwen's split regex + NFC: the tiny tokenizer is trained with exactly
+# that pipeline so token ids agree in every tool.
+from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
+
+from ewa.config import section
+from ewa.errors import ConfigError
+
+ENDOFTEXT, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
+SPECIAL_TOKENS = (ENDOFTEXT, IM_START, IM_END)  # ids 0, 1, 2
+
+# ChatML, as Qwen's instruct models use it; the assistant turn ends in <|im_end|>, the eos token.
+CHAT_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+
+def qwen2_pipeline(tokenizer: Tokenizer) -> Tokenizer:
+    """Give `tokenizer` the normalizer, pre-tokenizer and decoder transformers' Qwen2Tokenizer uses."""
+    tokenizer.normalizer = normalizers.NFC()
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    tokenizer.decoder = decoders.ByteLevel()
+    return tokenizer
+
+
+def train_tokenizer(texts: Iterable[str], vocab_size: int) -> Qwen2Tokenizer:
+    """Train byte-level BPE on `texts` (order matters; the result is deterministic for a given list)."""
+    bpe = qwen2_pipeline(Tokenizer(models.BPE(unk_token=None, fuse_unk=False, byte_fallback=False)))
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    bpe.train_from_iterator(list(texts), trainer=trainer)
+    state = json.loads(bpe.to_str())["model"]
+    merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) for m in state["merges"]]
+    tokenizer = Qwen2Tokenizer(
+        vocab=state["vocab"], merges=merges,
+        unk_token=ENDOFTEXT, bos_token=None, eos_token=IM_END, pad_token=ENDOFTEXT,
+    )
+    tokenizer.add_special_tokens({"additional_special_tokens": [IM_START]})
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+def tiny_settings(settings: dict | None = None) -> dict:
+    """`model.tiny` validated, with the schema's defaults (~1.8M parameters)."""
+    s = section("model", {"tiny": settings or {}})["tiny"]
+    if s["hidden_size"] % s["num_heads"] or s["num_heads"] % s["num_kv_heads"]:
+        raise ConfigError("config: key 'model.tiny': hidden_size must divide by num_heads and num_heads by num_kv_heads")
+    return s
+
+
+def build_tiny_model(tokenizer: Qwen2Tokenizer, settings: dict, seed: int) -> Qwen2ForCausalLM:
+    """A randomly initialised tiny Qwen2 whose vocabulary is exactly the tokenizer's."""
+    s = tiny_settings(settings)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=s["hidden_size"],
+        intermediate_size=s["intermediate_size"],
+        num_hidden_layers=s["num_layers"],
+        num_attention_heads=s["num_heads"],
+        num_key_value_heads=s["num_kv_heads"],
+        max_position_embeddings=s["max_position_embeddings"],
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.convert_tokens_to_ids(ENDOFTEXT),
+        eos_token_id=tokenizer.convert_tokens_to_ids(IM_END),
+        pad_token_id=tokenizer.convert_tokens_to_ids(ENDOFTEXT),
+        dtype="float32",
+    )
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(config)
+    model.generation_config.eos_token_id = [config.eos_token_id, config.pad_token_id]
+    model.generation_config.pad_token_id = config.pad_token_id
+    return model
+
+
+def count_parameters(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())

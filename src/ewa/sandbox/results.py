@@ -1,0 +1,40 @@
+"""Result records of the judge (verdicts themselves live in ewa.verdicts); shared by rewards, sampling
+feedback and evaluation."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class TestResult:
+    index: int  # position of the test in problem.tests
+    verdict: str
+    cpu_time_s: float = 0.0
+    wall_time_s: float = 0.0
+    peak_memory_mb: float = 0.0
+    got: str = ""  # head of the program's output (feedback on public tests only)
+    error: str = ""  # tail of stderr / the exception
+    tier: int | None = None  # coverage tier of the test, when the caller gave the tiers
+
+
+@dataclass
+class SampleResult:
+    verdict: str  # AC, or the verdict of the first failing test
+    tests_passed: int
+    tests_total: int
+    first_failed_test: int | None = None
+    first_failed_tier: int | None = None
+    cpu_time_s: float = 0.0  # summed over the tests run
+    peak_memory_mb: float = 0.0  # max over the tests run
+    tests: list[TestResult] = field(default_factory=list)
+
+
+@dataclass
+class RunResult:
+    """One free-form execution (a tool call): no expected output, just what happened."""
+    status: str  # "ok", TLE, MLE, RE
+    stdout: str
+    stderr: str
+    exit_code: int | None
+    cpu_time_s: float
+    peak_memory_mb: float

@@ -1,0 +1,155 @@
+"""Helpers shared by the test modules (the one place they live: no test module imports another).
+
+- paths and the workflow: ROOT, BIN, workflow_env(), workflow_copy(), reduced_config()
+- the synthetic alpha grid with hand-countable verdict mixes: DESIGN, write_design(), expected_rate(),
+  alpha_specs(), write_approach_samples()
+- pico model settings for `ewa init` / build_tiny_model: PICO, PICO_ONE_HEAD, PICO_WIDE
+- what the environment offers: requires_bwrap, docker_engine(), docker_image_ready()
+
+The sandbox fixtures (`sandbox`, `sandbox_factory`) live in conftest.py.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent  # the venv's bin: `ewa` and `snakemake`
+REDUCED = ROOT / "configs" / "reduced.yaml"
+# What a copy of the workflow needs besides results: the schema ships inside the package now.
+WORKFLOW_FILES = ("Snakefile", "rules", "envs", "report", "profiles", "configs")
+REGIMES = [{"name": "low", "fraction": 0.5}, {"name": "high", "fraction": 1.0}]
+SUM_OK = "a, b = map(int, input().split())\nprint(a + b)\n"
+
+
+# --- the workflow ----------------------------------------------------------------------------------
+
+def workflow_env() -> dict[str, str]:
+    """The environment workflow jobs run in (also inherited by SLURM jobs, sbatch --export=ALL):
+    `ewa` and `snakemake` from the venv, nothing from a model hub."""
+    return {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}", "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def reduced_config() -> dict:
+    """configs/reduced.yaml: the smallest run of the whole pipeline."""
+    return yaml.safe_load(REDUCED.read_text())
+
+
+def workflow_copy(dest: Path, config: dict | None = None) -> Path:
+    """The workflow copied into `dest`, with `config` (default: the reduced one) as its config.yaml."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in WORKFLOW_FILES:
+        src = ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, dest / name)
+    (dest / "config.yaml").write_text(yaml.safe_dump(config or reduced_config()))
+    return dest
+
+
+# --- a synthetic alpha grid ------------------------------------------------------------------------
+
+# alpha -> per-problem verdict mix (AC, TLE, MLE, WA, RE, CE), 10 samples each; p3 is never solved.
+DESIGN = {
+    -0.5: [(2, 6, 1, 1, 0, 0), (2, 6, 1, 1, 0, 0), (2, 6, 1, 1, 0, 0), (0, 8, 0, 2, 0, 0)],
+    0.0: [(3, 4, 1, 1, 1, 0), (3, 4, 1, 1, 1, 0), (3, 4, 1, 1, 1, 0), (0, 6, 0, 4, 0, 0)],
+    0.5: [(4, 2, 1, 2, 1, 0), (4, 2, 1, 2, 1, 0), (4, 2, 1, 2, 1, 0), (0, 5, 0, 5, 0, 0)],
+    1.0: [(4, 1, 0, 4, 1, 0), (4, 1, 0, 4, 1, 0), (4, 1, 0, 4, 1, 0), (0, 3, 0, 7, 0, 0)],
+    1.5: [(2, 2, 0, 5, 1, 0), (2, 2, 0, 5, 1, 0), (0, 2, 0, 6, 1, 1), (0, 3, 0, 7, 0, 0)],
+}
+ORDER = ("AC", "TLE", "MLE", "WA", "RE", "CE")
+DIFFICULTY = {"p0": "easy", "p1": "easy", "p2": "hard", "p3": "hard"}
+
+
+def verdicts(mix) -> list[str]:
+    return [v for v, k in zip(ORDER, mix) for _ in range(k)]
+
+
+def write_design(root: Path) -> tuple[list[str], Path]:
+    """One evaluation table per alpha of DESIGN (in DESIGN's order, rows shuffled) under root/evals,
+    and the problems file; returns (table paths, problems path)."""
+    paths = []
+    for alpha, mixes in DESIGN.items():
+        rows = [{"problem_id": f"p{p}", "sample_id": s, "verdict": v, "tests_passed": 1, "tests_total": 4,
+                 "first_failed_test": 1, "first_failed_tier": 0, "cpu_time_s": 0.1, "peak_memory_mb": 9.0}
+                for p, mix in enumerate(mixes) for s, v in enumerate(verdicts(mix))]
+        path = root / "evals" / f"alpha{alpha:+.2f}" / "mini" / "reasoning.parquet"
+        path.parent.mkdir(parents=True)
+        pd.DataFrame(rows).sample(frac=1, random_state=0).to_parquet(path, index=False)  # order must not matter
+        paths.append(str(path))
+    problems = root / "problems.jsonl"
+    problems.write_text("".join(json.dumps({"id": pid, "source": "t", "difficulty": d, "statement": "s",
+                                            "testtype": "stdin", "tests": [{"input": "", "output": ""}]}) + "\n"
+                                for pid, d in DIFFICULTY.items()))
+    return paths, problems
+
+
+def alpha_specs(paths: list[str], alphas=tuple(DESIGN)) -> list[str]:
+    """`alpha=A:PATH` for each grid file, as `--evals` / `--samples` take them (DESIGN's alphas by default)."""
+    return [f"alpha={a}:{p}" for a, p in zip(alphas, paths, strict=True)]
+
+
+def expected_rate(alpha, verdict_set, problems=range(4)) -> float:
+    """Mean over problems of the per-problem share of verdicts in verdict_set, by plain counting."""
+    shares = [sum(v in verdict_set for v in verdicts(DESIGN[alpha][p])) / 10 for p in problems]
+    return sum(shares) / len(shares)
+
+
+def write_approach_samples(eval_paths: list[str]) -> list[str]:
+    """One samples file per evaluation table: TLE samples declare brute force, sample 0 no plan, the
+    rest the efficient algorithm (what the tiny model's plan line would say)."""
+    from ewa.prompts import code_answer
+
+    paths = []
+    for path in eval_paths:
+        evals = pd.read_parquet(path)
+        out = Path(path).with_suffix(".jsonl")
+        with out.open("w") as f:
+            for r in evals.itertuples():
+                kind = None if r.sample_id == 0 else "brute" if r.verdict == "TLE" else "efficient"
+                f.write(json.dumps({"problem_id": r.problem_id, "sample_id": r.sample_id,
+                                    "completion": code_answer("print(1)", kind)}) + "\n")
+        paths.append(str(out))
+    return paths
+
+
+# --- pico models -----------------------------------------------------------------------------------
+
+# model.tiny settings (ewa.init.tiny.tiny_settings) small enough to build and SFT in seconds.
+PICO = {"vocab_size": 600, "hidden_size": 32, "num_layers": 2, "num_heads": 2, "num_kv_heads": 1,
+        "intermediate_size": 64, "max_position_embeddings": 512}
+# head_dim 32 (hidden 32, one head): the smallest vLLM's CPU attention supports.
+PICO_ONE_HEAD = {"hidden_size": 32, "num_layers": 2, "num_heads": 1, "num_kv_heads": 1, "intermediate_size": 64,
+                 "max_position_embeddings": 1024}
+# Twice the usual width: hidden 32 cannot memorise a program in a few seconds of SFT, and the GRPO
+# test needs an init that writes code for the sandbox to judge.
+PICO_WIDE = {"vocab_size": 500, "hidden_size": 64, "num_layers": 2, "num_heads": 4, "num_kv_heads": 2,
+             "intermediate_size": 128, "max_position_embeddings": 512}
+
+
+# --- the environment -------------------------------------------------------------------------------
+
+def bwrap_usable() -> bool:
+    from ewa.sandbox import default_backend
+
+    return default_backend() == "bwrap"
+
+
+requires_bwrap = pytest.mark.skipif(not bwrap_usable(), reason="bubblewrap is not usable here")
+
+
+def docker_engine() -> bool:
+    return shutil.which("docker") is not None and subprocess.run(
+        ["docker", "info"], capture_output=True).returncode == 0
+
+
+def docker_image_ready(image: str = "ewa-sandbox:latest") -> bool:
+    return shutil.which("docker") is not None and subprocess.run(
+        ["docker", "image", "inspect", image], capture_output=True).returncode == 0

@@ -1,0 +1,113 @@
+"""The package as a user meets it: a wheel that carries its own schema, one config path into every
+stage, and the sandbox section reaching every step that runs model code."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+import yaml
+
+from helpers import BIN, ROOT, docker_engine, workflow_env
+
+JUDGING_RULES = ("calibrate", "train", "sample", "evaluate")  # every rule that runs model code
+PROBE_IMAGE = "ewa-probe-missing:1"
+
+
+def test_wheel_installs_with_its_schema_and_validates_a_config(tmp_path):
+    """A wheel of the package, installed into a fresh venv away from the checkout, validates configs:
+    the schema and the accelerate configs travel inside it."""
+    source = tmp_path / "source"  # a copy, so the build leaves nothing in the checkout
+    shutil.copytree(ROOT / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copy(ROOT / "pyproject.toml", source)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                    "-w", str(tmp_path / "dist"), str(source)], check=True, capture_output=True)
+    wheel = next((tmp_path / "dist").glob("ewa-*.whl"))
+    fresh = tmp_path / "fresh"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(fresh)], check=True)
+    site = Path(subprocess.run([fresh / "bin/python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               check=True, capture_output=True, text=True).stdout.strip())
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(site),
+                    str(wheel)], check=True, capture_output=True)
+    # Third-party dependencies come from this venv; its editable link to src/ is not followed (a plain
+    # path in a .pth file does not process the .pth files inside it).
+    (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    shutil.copy(ROOT / "configs/paper-7b.yaml", tmp_path / "experiment.yaml")
+    probe = """
+import ewa, ewa.config, ewa.analysis.cli, ewa.evaluate.cli, ewa.init.cli, ewa.data.mini
+from ewa.train.launch import accelerate_config_path
+assert "/src/ewa" not in ewa.__file__, ewa.__file__
+config = ewa.config.load("experiment.yaml")
+print(config["sample"]["n"], accelerate_config_path("zero3").is_file())
+try:
+    ewa.config.validate({"merge": {"alpahs": [1]}})
+except ewa.config.ConfigError as e:
+    print(e)
+"""
+    out = subprocess.run([fresh / "bin/python", "-c", probe], cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "250 True"
+    assert lines[1].startswith("config: unknown key 'merge.alpahs'")
+
+
+def planned_commands(config_file: Path) -> dict[str, list[str]]:
+    """Shell command of every job a dry run of `config_file` plans, by rule."""
+    r = subprocess.run([str(BIN / "snakemake"), "-n", "-p", "--cores", "1", "--configfile", str(config_file),
+                        "--directory", str(config_file.parent)], cwd=ROOT, capture_output=True,
+                       text=True, env=workflow_env())
+    assert r.returncode == 0, r.stderr[-3000:]
+    commands, rule = {}, None
+    for line in (r.stdout + r.stderr).splitlines():
+        if m := re.match(r"(?:local)?rule (\w+):", line.strip()):
+            rule = m[1]
+        elif line.startswith("Shell command: ewa ") and rule:
+            commands.setdefault(rule, []).append(line)
+    return commands
+
+
+def config_of(command: str) -> dict:
+    return json.loads(re.search(r"--config '(\{.*?\})'", command)[1])
+
+
+def test_the_sandbox_section_reaches_every_rule_that_runs_model_code(tmp_path):
+    config = yaml.safe_load((ROOT / "configs/reduced.yaml").read_text())
+    config["sandbox"] = {"docker_image": PROBE_IMAGE, "python": "/opt/py/bin/python3", "calibrate": True}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    commands = planned_commands(tmp_path / "config.yaml")
+    assert set(JUDGING_RULES) <= set(commands)
+    for rule in JUDGING_RULES:
+        for command in commands[rule]:
+            sandbox = config_of(command)["sandbox"]
+            assert sandbox["docker_image"] == PROBE_IMAGE and sandbox["python"] == "/opt/py/bin/python3", (rule, command)
+    # Every job that reads the config, whatever its stage, takes it by the one path.
+    reads_no_config = {"approaches", "science"}
+    assert all("--config '" in c for rule, cs in commands.items() if rule not in reads_no_config for c in cs)
+
+
+@pytest.mark.docker
+@pytest.mark.skipif(not docker_engine(), reason="no Docker engine (make docker-sandbox starts one)")
+def test_the_configured_docker_image_is_the_one_each_stage_runs(tmp_path):
+    """With backend docker and an image that does not exist, calibration and evaluation fail naming that
+    image: they started the configured image, not the default one."""
+    from ewa.cli import main
+
+    config = json.dumps({"sandbox": {"backend": "docker", "docker_image": PROBE_IMAGE}})
+    problems = tmp_path / "problems.jsonl"
+    problems.write_text(json.dumps({"id": "p", "source": "t", "difficulty": "", "statement": "echo", "starter_code": "",
+                                    "testtype": "stdin", "func_name": None, "time_limit_s": 1, "memory_limit_mb": 256,
+                                    "tests": [{"input": "1\n", "output": "1\n", "size": 2, "public": True}],
+                                    "meta": {}}) + "\n")
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text(json.dumps({"problem_id": "p", "sample_id": 0, "code": "print(input())"}) + "\n")
+    runs = {"calibrate": ["calibrate", "--config", config, "--out", str(tmp_path / "c.json")],
+            "evaluate": ["evaluate", "--config", config, "--problems", str(problems), "--samples", str(samples),
+                         "--time-factor", "1", "--out", str(tmp_path / "e.parquet")]}
+    for name, argv in runs.items():
+        with pytest.raises(RuntimeError, match=re.escape(PROBE_IMAGE)):
+            main(argv)
