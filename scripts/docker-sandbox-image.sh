@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Build the sandbox.backend=docker image `ewa-sandbox:latest` locally, without a registry: the
 # host's own /usr/bin/python3 (interpreter, shared libraries, stdlib) in an otherwise empty rootfs,
-# imported with `docker import`. Same interpreter as the bwrap backend, so verdicts agree.
+# imported with `docker import`. Same interpreter as the bwrap backend, so verdicts agree. Like the
+# bwrap allow-list, the image holds nothing of the host but that interpreter and its libraries: no
+# data, home or checkout (tests/test_sandbox_containment.py checks the image and a running container).
 # Installs docker.io from apt and starts dockerd when needed (root). Idempotent: an image built from
 # the same interpreter and this script is kept unless --force.
 #   scripts/docker-sandbox-image.sh [--force] [--debootstrap]   (--debootstrap: a minimal Debian
@@ -118,7 +120,7 @@ else
   }
   old=$(docker image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null || true)
   tar -C "$root" --numeric-owner -c . |
-    docker import --change "LABEL ewa.fingerprint=$fp" --change 'ENV LANG=C.UTF-8' \
+    docker import --change "LABEL ewa.fingerprint=$fp" --change "LABEL ewa.rootfs=$method" --change 'ENV LANG=C.UTF-8' \
       --change 'WORKDIR /tmp' --change 'CMD ["/usr/bin/python3"]' - "$IMAGE" >/dev/null
   [ -z "$old" ] || docker rmi "$old" >/dev/null 2>&1 || true # the replaced build, unless still in use
   log "built $IMAGE from $method rootfs in $(elapsed) s ($(docker image inspect -f '{{.Size}}' "$IMAGE" | awk '{printf "%.1f MB", $1/1e6}'))"

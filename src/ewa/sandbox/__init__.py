@@ -5,12 +5,26 @@
         results = sb.judge_many([(problem, code, None)]) # parallel over workers, order kept
         run = sb.run_code("print(input())", stdin="hi")  # RunResult of a free-form tool call
 
-Threat model. Model code is hostile: it may loop, sleep, allocate, fork-bomb, flood output, spawn
-background processes, open sockets, read host files, kill its parent, exit early, monkeypatch
-builtins, print "all passed", or return objects whose __eq__ always says yes. Defences:
-- bwrap: no network, read-only root, private /tmp /dev /proc, a tmpfs over homes, /run and this
-  project (expected outputs live there), a cleared environment, an unprivileged per-worker uid with
-  no capabilities and no_new_privs, dies with its parent; `process` has rlimits only (it warns).
+Threat model. Model code is hostile, and under RL it is optimised against the judge: whatever
+earns reward gets learnt, including reading the expected outputs. It may loop, sleep, allocate,
+fork-bomb, flood output, spawn background processes, open sockets, walk the filesystem for test data,
+kill its parent, exit early, monkeypatch builtins, print "all passed", or return objects whose __eq__
+always says yes. Defences:
+- Filesystem, an allow-list. bwrap: the sandbox's root is an empty read-only tmpfs into which only
+  the interpreter (`sandbox.python`, its symlinks recreated), the bin/ and lib/ of its real prefix(es)
+  and its import path there, the libraries it links, the system's programs and libraries (/usr/bin,
+  /usr/lib*, /lib*, /usr/share/zoneinfo) and the /etc files the loader and libc read (ld.so.cache,
+  ld.so.conf*, nsswitch.conf, localtime) are bound read-only, plus a private /tmp and /dev/shm, a
+  minimal /dev and the sandbox's own /proc. No dataset, result, home, checkout, /work, /data, /opt,
+  /srv, /var or /usr/local/share exists inside, wherever it lives; should a shown directory hold this
+  project, the working directory or ewa's own environment (or a path in `hide`), a tmpfs masks it.
+  docker: the image (scripts/docker-sandbox-image.sh) holds only the interpreter, its stdlib, /bin/sh,
+  a few coreutils and their libraries; nothing of the host is mounted (the engine adds only its own
+  /etc/hosts, /etc/hostname, /etc/resolv.conf and a read-only /sys).
+  tests/test_sandbox_containment.py checks both: a canary outside the project is unreadable, and a
+  walk of every visible directory finds no file of the project or its data.
+- No network, private /dev /proc and pid/ipc/uts namespaces, a cleared environment, an unprivileged
+  per-worker uid with no capabilities and no_new_privs; the sandbox dies with its parent.
 - rlimits per test (CPU, address space, processes, file size) and capped output pipes; each test's
   process tree is killed afterwards (own session, plus a subreaper sweep) and /tmp is emptied.
 - Verdicts are decided in the host. Stdout is compared here; a functional call's return value comes
@@ -21,8 +35,13 @@ builtins, print "all passed", or return objects whose __eq__ always says yes. De
   zygote) never receives test code, so a candidate cannot dig it out of inherited memory.
 - Killing or stopping the fork server only fails that test: the host sees EOF or a timeout, gives
   RE or TLE, and starts a fresh worker for the next test.
-Not defended: a candidate that reads a public benchmark's answers from a world-readable system path
-the sandbox does not hide, and side channels (timing) between concurrent tests.
+- No silent loss of isolation: `auto` is bwrap, else docker, else a UserError saying why neither
+  works; `process` (rlimits only: model code can read every file the uid can) runs only when asked
+  for, with a warning once per process. The interpreter is checked at start (found, Python >= 3.9).
+Not defended: what the allow-list must show (a benchmark whose answers ship inside the interpreter's
+lib/ or the system's libraries, e.g. as an installed package, is readable); a venv as `sandbox.python`
+shows that venv's bin/ and lib/; kernel exploits (bwrap and docker share the host kernel); side
+channels (timing) between concurrent tests.
 """
 from __future__ import annotations
 
@@ -32,7 +51,9 @@ from concurrent.futures import Future
 from typing import Sequence
 
 from ewa.problems import Problem
-from ewa.sandbox.backends import BACKENDS, SandboxSettings, default_backend, get_backend
+from ewa.errors import UserError
+from ewa.sandbox.backends import (BACKENDS, MIN_PYTHON, SandboxSettings, default_backend, fmt_version,
+                                   get_backend)
 from ewa.sandbox.judge import Limits, judge_sample, run_free
 from ewa.sandbox.pool import Pool
 from ewa.sandbox.results import RunResult, SampleResult
@@ -52,15 +73,24 @@ class Sandbox:
         given = {"backend": backend, "workers": workers, "python": python, **options}
         self.settings = dataclasses.replace(settings or SandboxSettings(),
                                             **{k: v for k, v in given.items() if v is not None})
-        self.backend = get_backend(self.settings)
+        self.backend = get_backend(self.settings)  # a UserError saying why it (for auto: none) can run here
         self.workers = self.settings.workers or os.cpu_count() or 1
         from ewa.sandbox.calibrate import resolve
         self.calibration = resolve(self.backend.name, self.settings.python, time_factor, calibration_path,
                                    resumed_time_factor)
         self.time_factor = float(self.calibration["time_factor"])
-        self.pool = Pool(self.backend, self.workers)
+        try:
+            self.pool = Pool(self.backend, self.workers)
+        except RuntimeError:
+            self.backend.check_interpreter()  # one clear line when the interpreter is why
+            raise
         self.closed = False
         self.python_version = self.pool.info.get("python", "")
+        if tuple(int(x) for x in self.python_version.split(".")[:2] if x.isdigit()) < MIN_PYTHON:
+            self.close()
+            self.backend.check_interpreter()
+            raise UserError(f"sandbox: the fork server runs on Python {self.python_version or '?'}; it needs "
+                            f"Python >= {fmt_version(MIN_PYTHON)} (sandbox.python)")
 
     # -- judging ---------------------------------------------------------------------------------
     def limits(self, time_limit_s: float, memory_limit_mb: float, scaled: bool = True) -> Limits:
