@@ -43,7 +43,7 @@ def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
                         help="JSON Lines: problem_id, sample_id, and code or completion (+ any columns to carry)")
     parser.add_argument("--out", required=True, help="results.parquet")
     add_sandbox_arguments(parser)
-    parser.add_argument("--workers", type=int, default=0, help="fork servers (default: one per core)")
+    parser.add_argument("--workers", type=int, default=0, help="fork servers (default: the CPUs granted, by affinity and cgroup quota)")
     parser.add_argument("--tiers", default=None, help="tiers.json: records each failing test's tier")
     parser.add_argument("--calibration", default=None, help="calibration.json (default: measure now)")
     parser.add_argument("--time-factor", type=float, default=None, help="use this time factor instead")

@@ -55,7 +55,7 @@ from ewa.errors import UserError
 from ewa.sandbox.backends import (BACKENDS, MIN_PYTHON, SandboxSettings, default_backend, fmt_version,
                                    get_backend)
 from ewa.sandbox.judge import Limits, judge_sample, run_free
-from ewa.sandbox.pool import Pool
+from ewa.sandbox.pool import Pool, worker_sizing
 from ewa.sandbox.results import RunResult, SampleResult
 
 __all__ = ["Sandbox", "SandboxSettings", "BACKENDS", "default_backend", "sandbox_from_config"]
@@ -74,7 +74,9 @@ class Sandbox:
         self.settings = dataclasses.replace(settings or SandboxSettings(),
                                             **{k: v for k, v in given.items() if v is not None})
         self.backend = get_backend(self.settings)  # a UserError saying why it (for auto: none) can run here
-        self.workers = self.settings.workers or os.cpu_count() or 1
+        # Default: the CPUs granted to this process (affinity, cgroup quota), shared by a job's ranks.
+        self.sizing = None if self.settings.workers else worker_sizing()
+        self.workers = self.settings.workers or self.sizing["workers"]
         from ewa.sandbox.calibrate import resolve
         self.calibration = resolve(self.backend.name, self.settings.python, time_factor, calibration_path,
                                    resumed_time_factor)
@@ -134,7 +136,8 @@ class Sandbox:
 
     def info(self) -> dict:
         """What every result records about how it was judged."""
-        return {"backend": self.backend.name, "workers": self.workers, "python": self.settings.python,
+        return {"backend": self.backend.name, "workers": self.workers, "worker_sizing": self.sizing,
+                "python": self.settings.python,
                 "time_factor": self.time_factor, "calibration": self.calibration,
                 "settings": dataclasses.asdict(self.settings)}
 

@@ -14,12 +14,79 @@ import tempfile
 import threading
 import time
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Callable
 
 from ewa.sandbox.backends import Backend
 from ewa.sandbox.forkserver import HEADER
 
 START_TIMEOUT_S = 60.0
+
+
+def cpu_quota(root: str = "/sys/fs/cgroup", cgroup_file: str = "/proc/self/cgroup") -> float | None:
+    """CPUs this process's cgroup quota grants (v2 `cpu.max`, v1 `cpu.cfs_quota_us / cpu.cfs_period_us`;
+    the tightest along its cgroup path, which a container may show only from its own level down), or
+    None when no quota applies or none can be read."""
+    try:
+        lines = Path(cgroup_file).read_text().splitlines()
+    except OSError:
+        return None
+    quotas = []
+    for line in lines:
+        hierarchy, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if hierarchy == "0" and not controllers:  # v2: one tree, the cpu controller's file in each cgroup
+            base, files = Path(root), ("cpu.max",)
+        elif "cpu" in controllers.split(","):  # v1: the cpu controller's own mount
+            base = next((Path(root) / d for d in (controllers, "cpu", "cpu,cpuacct") if (Path(root) / d).is_dir()),
+                        None)
+            files = ("cpu.cfs_quota_us", "cpu.cfs_period_us")
+        else:
+            continue
+        if base is None:
+            continue
+        rel = Path(path.lstrip("/"))
+        for level in [rel, *rel.parents]:
+            try:
+                values = [(base / level / f).read_text().split() for f in files]
+            except OSError:
+                continue
+            quota, period = values[0] if len(values) == 1 else (values[0][0], values[1][0])
+            if quota not in ("max", "-1") and float(period) > 0:
+                quotas.append(float(quota) / float(period))
+    return min(quotas) if quotas else None
+
+
+def ranks_on_node(env=None) -> int:
+    """Ranks of one training job that share this node (torchrun and accelerate set LOCAL_WORLD_SIZE;
+    WORLD_SIZE alone is taken as a single-node job); 1 outside such a job."""
+    env = os.environ if env is None else env
+    for key in ("LOCAL_WORLD_SIZE", "WORLD_SIZE"):
+        try:
+            n = int(env.get(key, ""))
+        except ValueError:
+            continue
+        if n > 0:
+            return n
+    return 1
+
+
+def worker_sizing(env=None, cgroup_root: str = "/sys/fs/cgroup", cgroup_file: str = "/proc/self/cgroup") -> dict:
+    """How many fork servers by default: the CPUs this process may run on (affinity: taskset, SLURM's
+    binding, a cpuset), capped by the cgroup CPU quota (SLURM, Kubernetes, docker --cpus; a fraction of a
+    CPU counts down), shared among the ranks of a training job on this node; at least one."""
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        affinity = os.cpu_count() or 1
+    quota = cpu_quota(cgroup_root, cgroup_file)
+    cpus = min(affinity, max(1, int(quota))) if quota is not None else affinity
+    ranks = ranks_on_node(env)
+    return {"workers": max(1, cpus // ranks), "affinity_cpus": affinity, "cgroup_quota_cpus": quota,
+            "ranks_on_node": ranks}
+
+
+def default_workers() -> int:
+    return worker_sizing()["workers"]
 
 
 class WorkerDied(Exception):
