@@ -26,10 +26,11 @@ from ewa.sandbox.results import SampleResult
 
 CHUNK = 64
 RESULT_COLUMNS = ("problem_id", "sample_id", "duplicate_of", "verdict", "tests_passed", "tests_total",
-                  "first_failed_test", "first_failed_tier", "cpu_time_s", "peak_memory_mb", "tests")
+                  "first_failed_test", "first_failed_tier", "cpu_time_s", "peak_memory_mb", "tests",
+                  "backstop_kills")
 TEST_TYPE = pa.list_(pa.struct([("index", pa.int64()), ("verdict", pa.string()), ("cpu_time_s", pa.float64()),
                                 ("wall_time_s", pa.float64()), ("peak_memory_mb", pa.float64()),
-                                ("tier", pa.int64()), ("error", pa.string())]))
+                                ("tier", pa.int64()), ("error", pa.string()), ("wall_backstop", pa.bool_())]))
 ERROR_CHARS = 500
 
 
@@ -81,7 +82,9 @@ def row(sample: dict, order: int, r: SampleResult, duplicate_of=None) -> dict:
            "cpu_time_s": r.cpu_time_s, "peak_memory_mb": r.peak_memory_mb,
            "tests": [{"index": t.index, "verdict": t.verdict, "cpu_time_s": t.cpu_time_s,
                       "wall_time_s": t.wall_time_s, "peak_memory_mb": t.peak_memory_mb, "tier": t.tier,
-                      "error": t.error[-ERROR_CHARS:]} for t in r.tests]}
+                      "error": t.error[-ERROR_CHARS:], "wall_backstop": t.wall_backstop} for t in r.tests],
+           # tests the wall-clock backstop ended: verdicts machine load (not CPU time) decided
+           "backstop_kills": r.backstop_kills}
     for k, v in sample["carried"].items():
         out[k if k not in out else f"sample_{k}"] = v
     return out

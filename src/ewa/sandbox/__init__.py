@@ -26,7 +26,10 @@ always says yes. Defences:
 - No network, private /dev /proc and pid/ipc/uts namespaces, a cleared environment, an unprivileged
   per-worker uid with no capabilities and no_new_privs; the sandbox dies with its parent.
 - rlimits per test (CPU, address space, processes, file size) and capped output pipes; each test's
-  process tree is killed afterwards (own session, plus a subreaper sweep) and /tmp is emptied.
+  process tree is killed afterwards (own session, plus a subreaper sweep) and /tmp is emptied. TLE is
+  decided on CPU time, so load does not change verdicts; the wall-clock backstop (for programs that
+  sleep or block) is the exception and is recorded apart (TestResult.wall_backstop,
+  SampleResult.backstop_kills).
 - Verdicts are decided in the host. Stdout is compared here; a functional call's return value comes
   back as data rebuilt into plain builtin values and is compared here against the expected value,
   which never enters the sandbox. Testcode (HumanEval) tests run in a separate checker process the

@@ -59,7 +59,7 @@ def test_verdict(problem: Problem, index: int, reply: dict, limits: Limits, tol:
     if cand is None:
         if reply.get("stuck"):
             return TestResult(index, TLE, wall_time_s=limits.wall_s + GRACE_S + HOST_MARGIN_S,
-                              error="the sandbox stopped answering")
+                              error="the sandbox stopped answering", wall_backstop=True)
         return TestResult(index, RE, error="the sandbox worker died (the program killed its fork server?)")
     if "ce" in cand:
         return TestResult(index, CE, error=cand["ce"])
@@ -67,7 +67,8 @@ def test_verdict(problem: Problem, index: int, reply: dict, limits: Limits, tol:
         return TestResult(index, RE, error=cand["error"])
     test = problem.tests[index]
     result = TestResult(index, RE, cpu_time_s=cand["cpu"], wall_time_s=cand["wall"],
-                        peak_memory_mb=cand["rss_kb"] / 1024, error=cand["stderr"][-FEEDBACK_CHARS:])
+                        peak_memory_mb=cand["rss_kb"] / 1024, error=cand["stderr"][-FEEDBACK_CHARS:],
+                        wall_backstop=bool(cand["timeout"]))
     if test.public:
         result.got = (cand["stdout"] if problem.testtype == "stdin" else cand["result"] or "")[:FEEDBACK_CHARS]
     check = reply.get("check") or {}
@@ -149,6 +150,7 @@ def summarize(results: list[TestResult], total: int) -> SampleResult:
         cpu_time_s=sum(r.cpu_time_s for r in results),
         peak_memory_mb=max((r.peak_memory_mb for r in results), default=0.0),
         tests=results,
+        backstop_kills=sum(r.wall_backstop for r in results),
     )
 
 

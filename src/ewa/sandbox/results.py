@@ -15,6 +15,9 @@ class TestResult:
     got: str = ""  # head of the program's output (feedback on public tests only)
     error: str = ""  # tail of stderr / the exception
     tier: int | None = None  # coverage tier of the test, when the caller gave the tiers
+    # Ended by the wall-clock backstop (or the host gave up on a stuck worker), not by the CPU-time limit:
+    # the one way machine load can decide a verdict, so it is counted apart.
+    wall_backstop: bool = False
 
 
 @dataclass
@@ -27,6 +30,7 @@ class SampleResult:
     cpu_time_s: float = 0.0  # summed over the tests run
     peak_memory_mb: float = 0.0  # max over the tests run
     tests: list[TestResult] = field(default_factory=list)
+    backstop_kills: int = 0  # tests run that the wall-clock backstop ended (TestResult.wall_backstop)
 
 
 @dataclass
