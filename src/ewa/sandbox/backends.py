@@ -129,8 +129,9 @@ class Backend:
 
 @register
 class Bwrap(Backend):
-    """bubblewrap: an allow-list filesystem (the interpreter's prefix, the system's libraries, a few
-    /etc files; everything read-only), private /tmp, /dev and /proc, no network, no capabilities."""
+    """bubblewrap: an allow-list filesystem (the interpreter with the bin/ and lib/ of its prefix, the
+    system's programs and libraries, a few /etc files; all read-only), private /tmp, /dev and /proc, no
+    network, no capabilities."""
     name = "bwrap"
     scratch = ("/tmp", "/dev/shm")
 

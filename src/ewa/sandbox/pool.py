@@ -47,12 +47,12 @@ def cpu_quota(root: str = "/sys/fs/cgroup", cgroup_file: str = "/proc/self/cgrou
         rel = Path(path.lstrip("/"))
         for level in [rel, *rel.parents]:
             try:
-                values = [(base / level / f).read_text().split() for f in files]
-            except OSError:
+                # v2 "quota period" in one file; v1 the quota, then the period, in two
+                words = [w for f in files for w in (base / level / f).read_text().split()]
+                if words[0] not in ("max", "-1") and float(words[1]) > 0:
+                    quotas.append(float(words[0]) / float(words[1]))
+            except (OSError, IndexError, ValueError):
                 continue
-            quota, period = values[0] if len(values) == 1 else (values[0][0], values[1][0])
-            if quota not in ("max", "-1") and float(period) > 0:
-                quotas.append(float(quota) / float(period))
     return min(quotas) if quotas else None
 
 
