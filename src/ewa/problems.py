@@ -5,6 +5,9 @@ testtype:
   functional  `func_name` is called with the JSON values of `input` (one per line) as arguments;
               the return value is compared with the JSON value in `output` (LiveCodeBench's layout).
   testcode    `input` is test code defining `check(candidate)` (HumanEval); it passes if it returns.
+
+judge: the benchmark whose judge semantics apply (how the program is prepared to run, how its output is
+compared; ewa.sandbox.semantics): one of JUDGES, set by each loader; absent, it follows `source`.
 """
 from __future__ import annotations
 
@@ -16,6 +19,16 @@ from typing import Iterable, Sequence
 from ewa.io import read_jsonl, write_jsonl
 
 TESTTYPES = ("stdin", "functional", "testcode")
+# Judge semantics by name; ewa.sandbox.semantics defines each. "plain" is the program run as written
+# with ewa's own comparison: what any source not named here gets.
+JUDGES = ("livecodebench", "codecontests", "humaneval", "mini", "plain")
+
+
+def default_judge(source: str) -> str:
+    """The semantics a problem of `source` gets when its record names none ("livecodebench/atcoder" ->
+    "livecodebench")."""
+    name = source.split("/", 1)[0]
+    return name if name in JUDGES else "plain"
 
 
 class ProblemError(ValueError):
@@ -44,6 +57,14 @@ class Problem:
     time_limit_s: float = 2.0
     memory_limit_mb: int = 256
     meta: dict = field(default_factory=dict, hash=False, compare=False)
+    judge: str = ""  # one of JUDGES; empty: default_judge(source)
+
+    def __post_init__(self):
+        if not self.judge:
+            object.__setattr__(self, "judge", default_judge(self.source))
+        elif self.judge not in JUDGES:
+            raise ProblemError(f"problem {self.id!r}: field 'judge' must be one of {', '.join(JUDGES)}, "
+                               f"got {self.judge!r}")
 
     @property
     def public_tests(self) -> list[tuple[int, Test]]:
@@ -90,11 +111,14 @@ class Problem:
         starter = rec.get("starter_code") or ""
         if not isinstance(starter, str):
             fail("starter_code", "must be a string")
+        judge = rec.get("judge") or ""
+        if judge and judge not in JUDGES:
+            fail("judge", f"must be one of {', '.join(JUDGES)}, got {judge!r}")
         return cls(
             id=rec["id"], source=rec["source"], difficulty=rec["difficulty"], statement=rec["statement"],
             testtype=rec["testtype"], tests=tuple(tests), starter_code=starter,
             func_name=rec.get("func_name") or None, time_limit_s=float(tl), memory_limit_mb=int(ml),
-            meta=dict(rec.get("meta") or {}),
+            meta=dict(rec.get("meta") or {}), judge=judge,
         )
 
 

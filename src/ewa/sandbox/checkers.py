@@ -67,8 +67,3 @@ def expected_value(problem: Problem, index: int, test: Test):
     except json.JSONDecodeError as e:
         raise ProblemError(f"problem {problem.id!r}: field 'tests[{index}].output' is not JSON ({e.msg})") from None
 
-
-def memory_error(stderr: str) -> bool:
-    """The runner's marker (or Python's own last line) for a MemoryError under RLIMIT_AS."""
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    return bool(lines) and (lines[-1] == "MemoryError" or lines[-1].startswith("MemoryError:"))

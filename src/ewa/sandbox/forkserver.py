@@ -10,12 +10,26 @@ Processes (all one unprivileged uid, all non-dumpable so none can ptrace or read
              JSON arguments (mode call), or serving the checker's calls over pipes (mode serve).
 Values cross process boundaries through `encode`/`decode`, which rebuild plain builtin values, so a
 candidate's return value cannot carry a forged __eq__ into the comparison.
+
+A request's `harness` and `prelude` (ewa.sandbox.semantics) say how the program is prepared: "plain"
+runs it as written; "lcb" runs it as LiveCodeBench's reference harness does (see `lcb_stdio_source`
+and the lcb branches of `candidate_main`). The prelude becomes part of the candidate's source.
+
+Candidates run on the main thread of their process, whose stack grows up to RLIMIT_STACK: set_limits
+raises it (up to 256 MB) so that a recursion limit of 50000, with C frames in the recursion (an
+lru_cache'd function), ends in RecursionError rather than a segfault.
+
+Out of memory (MLE) is reported on a pipe of the runner's own, never inferred from the program's
+output: the runner flags a MemoryError that reached it from a failed allocation, not one a `raise`
+statement made (`allocation_failed`). A program can write to that pipe on purpose: that can only turn
+its own failure into another failure, never into a pass.
 """
 import builtins
 import fcntl
 import io
 import json
 import linecache
+import opcode
 import os
 import resource
 import select
@@ -33,6 +47,8 @@ MAX_DEPTH = 200
 TAIL = 8192  # bytes of stderr kept for the verdict and the error message
 GRACE_S = 2.0  # how long the router waits for a checker after its candidate ended
 PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG = 4, 36, 1
+RAISE_VARARGS = opcode.opmap["RAISE_VARARGS"]
+STACK_BYTES = 256 << 20  # RLIMIT_STACK of a candidate (at most its memory limit)
 
 
 # ---- framing: 4-byte big-endian length, then UTF-8 JSON -------------------------------------
@@ -146,10 +162,11 @@ def set_limits(job):
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if job.get("mem"):
         resource.setrlimit(resource.RLIMIT_AS, (job["mem"], job["mem"]))
-        _, hard = resource.getrlimit(resource.RLIMIT_STACK)
-        stack = min(job["mem"], 256 << 20)
-        if hard == resource.RLIM_INFINITY or hard >= stack:
-            resource.setrlimit(resource.RLIMIT_STACK, (stack, hard))
+    _, hard = resource.getrlimit(resource.RLIMIT_STACK)
+    stack = min(job.get("mem") or STACK_BYTES, STACK_BYTES)
+    if hard != resource.RLIM_INFINITY:
+        stack = min(stack, hard)
+    resource.setrlimit(resource.RLIMIT_STACK, (stack, hard))
     if job.get("nproc"):
         resource.setrlimit(resource.RLIMIT_NPROC, (job["nproc"], job["nproc"]))
     if job.get("fsize"):
@@ -230,6 +247,68 @@ def clean_dirs(dirs):
                     pass
 
 
+# ---- preparing the program (in the zygote, once per program) -----------------------------------
+def lcb_stdio_source(code, prelude):
+    """A stdin program as LiveCodeBench's harness loads it: a last top-level `if __name__ ==
+    '__main__':` block replaced by its body, top-level imports hoisted after the prelude, every other
+    statement the body of `def wrapped_function():`. Where the code does not parse it stays as it is
+    (and fails to compile, as there); where it cannot be rewritten it has no wrapped_function."""
+    import ast
+    try:
+        tree = ast.parse(code)
+        last = tree.body[-1]
+        if isinstance(last, ast.If) and ast.unparse(last.test).strip() == "__name__ == '__main__'":
+            code = ast.unparse(tree.body[:-1]) + "\n" + ast.unparse(last.body)
+    except BaseException:  # the reference ignores any failure here (a bare except)
+        pass
+    try:
+        tree = ast.parse(code)
+        imports = [s for s in tree.body if isinstance(s, (ast.Import, ast.ImportFrom))]
+        body = [s for s in tree.body if not isinstance(s, (ast.Import, ast.ImportFrom))]
+        extra = {"type_params": []} if "type_params" in ast.FunctionDef._fields else {}
+        fn = ast.FunctionDef(name="wrapped_function", args=ast.arguments(
+            posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
+            body=body, decorator_list=[], lineno=-1, **extra)
+        return prelude + "\n" + ast.unparse(imports) + "\n" + ast.unparse(fn)
+    except Exception:
+        return code
+
+
+_warmed = set()
+
+
+def warm(prelude):
+    """Import, once in the zygote, the modules a prelude imports, so that each candidate's prelude costs
+    ~1 ms rather than ~17 ms of its CPU time (the reference loads it once per problem, untimed). Forked
+    candidates share nothing mutable through it that matters: `random` reseeds itself after a fork."""
+    if prelude in _warmed:
+        return
+    _warmed.add(prelude)
+    import re
+    for name in re.findall(r"^(?:from|import) ([A-Za-z_][A-Za-z0-9_.]*)", prelude, re.M):
+        try:
+            __import__(name)
+        except Exception:
+            pass
+
+
+def prepare(job):
+    """The source the candidate runs: the program under its harness, with the prelude."""
+    code, prelude, harness = job["code"], job.get("prelude", ""), job.get("harness", "plain")
+    if prelude:
+        warm(prelude)
+    if harness == "lcb":
+        return lcb_stdio_source(code, prelude) if job["mode"] == "stdin" else prelude + "\n\n" + code
+    if harness != "plain":
+        raise ValueError(f"unknown harness {harness!r}")
+    return prelude + code if prelude else code
+
+
+def program_key(job):
+    """What the compiled program depends on (stdin programs are rewritten by the lcb harness)."""
+    return job["code"], job.get("harness", "plain"), job.get("prelude", ""), job["mode"] == "stdin"
+
+
 # ---- the candidate (a forked child of the zygote; never returns) -------------------------------
 def resolve(ns, name):
     """A top-level function, else LeetCode style: the method of a fresh Solution()."""
@@ -244,7 +323,41 @@ def resolve(ns, name):
     raise NameError(f"name {name!r} is not defined")
 
 
-def serve(ns):
+def lcb_resolve(ns, name, source):
+    """LiveCodeBench's choice: Solution().name when the source contains "class Solution", else the
+    module's name (it fails the test when either is missing)."""
+    if "class Solution" in source:
+        return getattr(ns["Solution"](), name)
+    if name not in ns:
+        raise AttributeError(f"module 'tmp_sol' has no attribute {name!r}")
+    return ns[name]
+
+
+def allocation_failed(e):
+    """A MemoryError from a failed allocation (the address-space limit), not from a `raise` statement."""
+    tb = e.__traceback__
+    if tb is None:
+        return True
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    try:
+        return tb.tb_frame.f_code.co_code[tb.tb_lasti] != RAISE_VARARGS
+    except Exception:
+        return True
+
+
+def flag_memory(e, flag_fd):
+    """Report an allocation failure on the runner's pipe; False for a MemoryError a program raised."""
+    try:
+        genuine = allocation_failed(e)
+    except BaseException:
+        genuine = True  # the check itself ran out of memory
+    if genuine:
+        os.write(flag_fd, b"M")
+    return genuine
+
+
+def serve(ns, flag_fd):
     while True:
         req = recv_msg(3)
         if req is None:
@@ -253,7 +366,8 @@ def serve(ns):
             fn = resolve(ns, req["name"])
             kwargs = {k: decode(v) for k, v in req.get("kwargs", {}).items()}
             reply = {"ok": encode(fn(*decode(req["args"]), **kwargs))}
-        except MemoryError:
+        except MemoryError as e:
+            flag_memory(e, flag_fd)
             reply = {"exc": "MemoryError", "msg": ""}
         except Exception as e:
             try:
@@ -264,15 +378,41 @@ def serve(ns):
         send_msg(4, reply)
 
 
-def candidate_main(job, code, stdin_fd, out_w, err_w, extra, workdir):
+class LazyMockOpen:
+    """builtins.open as the reference patches it, unittest.mock.mock_open(read_data=input), imported on
+    first use (it costs ~60 ms; the prelude's `from builtins import *` shadows it for the program's own
+    code anyway)."""
+
+    def __init__(self, data):
+        self.data, self.mock = data, None
+
+    def __call__(self, *args, **kwargs):
+        if self.mock is None:
+            from unittest.mock import mock_open
+            self.mock = mock_open(read_data=self.data)
+        return self.mock(*args, **kwargs)
+
+
+def candidate_main(job, code, source, stdin_fd, out_w, err_w, extra, flag_w, workdir):
     status = 70
+    lcb = job.get("harness") == "lcb"
+    mode = job["mode"]
+    flag_fd = 3 + len(extra)
     try:
         os.setsid()
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # dies with the zygote (process backend)
         os.dup2(stdin_fd, 0)
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
-        move_fds(extra, 3)
+        move_fds(list(extra) + [flag_w], 3)
+        out_fd = 1
+        if lcb and mode == "stdin":
+            # The reference runs the program inside its own process: fds 0 and 1 are not the test's.
+            out_fd = fcntl.fcntl(1, fcntl.F_DUPFD, flag_fd + 1)
+            null = os.open(os.devnull, os.O_RDWR)
+            os.dup2(null, 0)
+            os.dup2(null, 1)
+            os.close(null)
         os.chdir(workdir)
         set_limits(job)
         sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8")
@@ -281,15 +421,39 @@ def candidate_main(job, code, stdin_fd, out_w, err_w, extra, workdir):
         sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
                                       errors="backslashreplace", write_through=True)
         sys.argv = ["solution.py"]
-        mode = job["mode"]
         status = 0
-        ns = {"__name__": "__main__" if mode == "stdin" else "solution", "__builtins__": builtins}
+        if lcb:
+            module = type(sys)("tmp_sol", "")  # the reference's ModuleType("tmp_sol", "")
+            ns = module.__dict__
+        else:
+            ns = {"__name__": "__main__" if mode == "stdin" else "solution", "__builtins__": builtins}
         exec(code, ns)
-        if mode == "call":
+        if lcb and mode == "stdin":
+            if "wrapped_function" not in ns:
+                raise RuntimeError("the program could not be rewritten into wrapped_function (as the reference does)")
+            text = job.get("input", "")
+            # As lcb_runner's call_method: the read methods of the stdin the module was loaded with
+            # (what `from sys import stdin` bound) are replaced; sys.stdin is a fresh StringIO of the
+            # input; open() is mock_open of it; stdout is captured; SystemExit is swallowed.
+            lines = iter(text.split("\n"))
+            loaded_stdin = sys.stdin
+            loaded_stdin.readline = lambda *args: next(lines)
+            loaded_stdin.readlines = lambda *args: text.split("\n")
+            loaded_stdin.read = lambda *args: text
+            sys.stdin = io.StringIO(text)
+            builtins.open = LazyMockOpen(text)
+            captured = sys.stdout = io.StringIO()
+            try:
+                ns["wrapped_function"]()
+            except SystemExit:
+                pass
+            write_all(out_fd, captured.getvalue().encode("utf-8", "backslashreplace"))
+        elif mode == "call":
             args = [json.loads(line) for line in job.get("input", "").split("\n") if line.strip()]
-            write_all(3, json.dumps(encode(resolve(ns, job["func"])(*args))).encode())
+            fn = lcb_resolve(ns, job["func"], source) if lcb else resolve(ns, job["func"])
+            write_all(3, json.dumps(encode(fn(*args))).encode())
         elif mode == "serve":
-            serve(ns)
+            serve(ns, flag_fd)
     except SystemExit as e:
         status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         if not isinstance(e.code, (int, type(None))):
@@ -297,15 +461,15 @@ def candidate_main(job, code, stdin_fd, out_w, err_w, extra, workdir):
                 print(e.code, file=sys.stderr)
             except BaseException:
                 pass
-    except MemoryError:
-        status = 1
-        os.write(2, b"\nMemoryError\n")  # no allocation: the marker must survive an exhausted heap
     except BaseException as e:
         status = 1
-        try:  # from the model's own frames on: the runner's frame is noise in feedback
-            traceback.print_exception(type(e), e, e.__traceback__.tb_next)
-        except BaseException:
-            os.write(2, b"\nerror while printing the traceback\n")
+        if isinstance(e, MemoryError) and flag_memory(e, flag_fd):
+            os.write(2, b"\nMemoryError\n")  # feedback only; no allocation: the heap may be exhausted
+        else:
+            try:  # from the model's own frames on: the runner's frame is noise in feedback
+                traceback.print_exception(type(e), e, e.__traceback__.tb_next)
+            except BaseException:
+                os.write(2, b"\nerror while printing the traceback\n")
     finally:
         try:
             sys.stdout.flush()
@@ -369,7 +533,7 @@ def supervise(pid, pipes, wall, out_cap):
     return status, usage, [b"".join(data[fd]) for fd in pipes], timeout, overflow
 
 
-def run_job(job, code, extra, scratch):
+def run_job(job, code, source, extra, scratch):
     try:
         stdin_fd = os.memfd_create("stdin")
     except (AttributeError, OSError):
@@ -379,8 +543,9 @@ def run_job(job, code, extra, scratch):
         os.lseek(stdin_fd, 0, os.SEEK_SET)
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
-    pipes = [out_r, err_r]
-    child_fds = [stdin_fd, out_w, err_w]
+    flag_r, flag_w = os.pipe()  # the runner's own report: b"M" when an allocation failed
+    pipes = [out_r, err_r, flag_r]
+    child_fds = [stdin_fd, out_w, err_w, flag_w]
     if job["mode"] == "call":
         res_r, res_w = os.pipe()
         pipes.append(res_r)
@@ -397,7 +562,7 @@ def run_job(job, code, extra, scratch):
             for fd in child_fds + list(extra):
                 os.close(fd)
     if pid == 0:
-        candidate_main(job, code, stdin_fd, out_w, err_w, extra, scratch[0])
+        candidate_main(job, code, source, stdin_fd, out_w, err_w, extra, flag_w, scratch[0])
     status, usage, outs, timeout, overflow = supervise(pid, pipes, job["wall"], job["out_cap"])
     wall = time.monotonic() - start
     clean_dirs(scratch)
@@ -407,12 +572,13 @@ def run_job(job, code, extra, scratch):
         "cpu": usage.ru_utime + usage.ru_stime,
         "wall": wall,
         "rss_kb": usage.ru_maxrss,
+        "memory_error": b"M" in outs[2],
         "timeout": timeout,
         "overflow": overflow,
         # The whole stdout only where the host compares it; otherwise a head for feedback.
         "stdout": (outs[0] if job["mode"] == "stdin" and not overflow else outs[0][:TAIL]).decode("utf-8", "replace"),
         "stderr": outs[1][-TAIL:].decode("utf-8", "replace"),
-        "result": outs[2].decode("utf-8", "replace") if len(outs) > 2 else None,
+        "result": outs[3].decode("utf-8", "replace") if len(outs) > 3 else None,
     }
 
 
@@ -433,17 +599,18 @@ def recv_job(sock):
 def zygote_main(sock, scratch):
     prctl(PR_SET_CHILD_SUBREAPER, 1)  # orphans of a candidate come back to us to be killed
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # and we die with the router
-    cached_src, cached_code = None, None
+    cached_key, cached_code, source = None, None, ""
     while True:
         job, fds = recv_job(sock)
         if job is None:
             os._exit(0)
-        if job["code"] != cached_src:
-            cached_src, cached_code = job["code"], None
+        if program_key(job) != cached_key:
+            cached_key, cached_code = program_key(job), None
             try:
-                cached_code = compile(job["code"], "<solution>", "exec", dont_inherit=True)
-                lines = job["code"].splitlines(keepends=True)  # so tracebacks show the source lines
-                linecache.cache["<solution>"] = (len(job["code"]), None, lines, "<solution>")
+                source = prepare(job)
+                cached_code = compile(source, "<solution>", "exec", dont_inherit=True)
+                lines = source.splitlines(keepends=True)  # so tracebacks show the source lines
+                linecache.cache["<solution>"] = (len(source), None, lines, "<solution>")
             except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError) as e:
                 cached_code = "".join(traceback.format_exception_only(type(e), e))[-2000:]
         if isinstance(cached_code, str):
@@ -452,7 +619,7 @@ def zygote_main(sock, scratch):
                 os.close(fd)
         else:
             try:
-                reply = run_job(job, cached_code, fds, scratch)
+                reply = run_job(job, cached_code, source, fds, scratch)
             except OSError as e:  # e.g. fork refused: a failure of this test, not of the server
                 reply = {"error": f"sandbox could not run the test: {e}"}
         send_msg(sock.fileno(), reply)
@@ -546,7 +713,8 @@ def checker_main(req, req_w, resp_r, rep_w):
 
 
 # ---- the router ---------------------------------------------------------------------------------
-CANDIDATE_KEYS = ("mode", "code", "input", "func", "cpu", "wall", "mem", "nproc", "fsize", "out_cap")
+CANDIDATE_KEYS = ("mode", "code", "input", "func", "cpu", "wall", "mem", "nproc", "fsize", "out_cap", "harness",
+                  "prelude")
 
 
 def send_job(sock, job, fds=()):

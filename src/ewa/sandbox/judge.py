@@ -1,8 +1,12 @@
 """Verdicts: run a sample's tests on a worker and decide AC/WA/TLE/MLE/RE/CE for each in the host.
 
 Precedence for one test: CE (does not compile) > TLE (CPU time over the limit, or the wall-clock
-backstop hit) > MLE (MemoryError under RLIMIT_AS, or peak RSS over the limit) > WA for output over
-the output limit > RE (non-zero exit, signal, exception, no result) > WA (wrong output) > AC.
+backstop hit) > MLE (an allocation failed under RLIMIT_AS, as the fork server's runner reports it, or
+peak RSS at the limit; never what the program prints) > WA for output over the output limit > RE
+(non-zero exit, signal, exception, no result) > WA (wrong output) > AC.
+
+How the program is prepared and its output compared is the problem's judge semantics
+(ewa.sandbox.semantics); every SampleResult names it.
 """
 from __future__ import annotations
 
@@ -10,10 +14,11 @@ import json
 from dataclasses import dataclass
 
 from ewa.problems import Problem
-from ewa.sandbox.checkers import expected_value, memory_error, tokens_match, values_match
+from ewa.sandbox.checkers import expected_value
 from ewa.sandbox.forkserver import GRACE_S, decode
 from ewa.sandbox.pool import Worker, WorkerDied, WorkerTimeout
 from ewa.sandbox.results import RunResult, SampleResult, TestResult
+from ewa.sandbox.semantics import Semantics, semantics_for
 from ewa.problems import size_order
 from ewa.verdicts import AC, CE, MLE, RE, TLE, WA
 
@@ -54,7 +59,9 @@ def call(worker: Worker, request: dict, limits: Limits) -> dict:
     return reply
 
 
-def test_verdict(problem: Problem, index: int, reply: dict, limits: Limits, tol: float) -> TestResult:
+def test_verdict(problem: Problem, index: int, reply: dict, limits: Limits, tol: float,
+                 sem: Semantics | None = None) -> TestResult:
+    sem = sem or semantics_for(problem)
     cand = reply.get("cand")
     if cand is None:
         if reply.get("stuck"):
@@ -73,7 +80,7 @@ def test_verdict(problem: Problem, index: int, reply: dict, limits: Limits, tol:
         result.got = (cand["stdout"] if problem.testtype == "stdin" else cand["result"] or "")[:FEEDBACK_CHARS]
     check = reply.get("check") or {}
     crashed = cand["signal"] is not None or cand["exit"] != 0
-    if resource := resource_verdict(cand, limits, check):
+    if resource := resource_verdict(cand, limits):
         result.verdict = resource
     elif cand["overflow"]:
         result.verdict, result.error = WA, "output limit exceeded"
@@ -83,25 +90,25 @@ def test_verdict(problem: Problem, index: int, reply: dict, limits: Limits, tol:
     elif crashed:
         result.verdict = RE
     elif problem.testtype == "stdin":
-        result.verdict = AC if tokens_match(cand["stdout"], test.output, tol) else WA
+        result.verdict = AC if sem.stdout_match(cand["stdout"], test.output, tol) else WA
     else:
         try:
             got = decode(json.loads(cand["result"]))
         except (TypeError, ValueError, RecursionError):
             result.error = "the function returned no readable value"
             return result
-        result.verdict = AC if values_match(got, expected_value(problem, index, test), tol) else WA
+        result.verdict = AC if sem.value_match(got, expected_value(problem, index, test), tol) else WA
     return result
 
 
-def resource_verdict(cand: dict, limits: Limits, check: dict | None = None) -> str | None:
+def resource_verdict(cand: dict, limits: Limits) -> str | None:
     """TLE (CPU time over the limit, or the wall-clock backstop hit) before MLE (out of memory), or None:
-    the one precedence of optimization failures, for judged tests and tool calls alike."""
-    crashed = cand["signal"] is not None or cand["exit"] != 0
+    the one precedence of optimization failures, for judged tests and tool calls alike. MLE is resource
+    use only: the runner saw an allocation fail under the address-space limit, or the peak RSS reached
+    the limit; a program that merely prints "MemoryError" is not out of memory."""
     if cand["timeout"] or cand["cpu"] > limits.cpu_s:
         return TLE
-    if (crashed and memory_error(cand["stderr"])) or cand["rss_kb"] / 1024 > limits.memory_mb \
-            or (check or {}).get("exc") == "MemoryError":
+    if cand.get("memory_error") or cand["rss_kb"] / 1024 >= limits.memory_mb:
         return MLE
     return None
 
@@ -119,6 +126,7 @@ def testcode_verdict(check: dict, crashed: bool) -> str:
 def judge_sample(worker: Worker, problem: Problem, code: str | None, tests: list[int] | None,
                  early_stop: bool, test_tiers: list[int] | None, limits: Limits, tol: float) -> SampleResult:
     order = list(tests) if tests is not None else size_order(problem.tests)
+    sem = semantics_for(problem)
     if problem.testtype == "functional":  # a malformed expected value is the problem's fault: fail now
         for i in order:
             expected_value(problem, i, problem.tests[i])
@@ -127,19 +135,19 @@ def judge_sample(worker: Worker, problem: Problem, code: str | None, tests: list
         results.append(TestResult(order[0] if order else 0, CE, error="no code found in the completion"))
     for i in order if code is not None else ():
         request = {"mode": MODES[problem.testtype], "code": code, "input": problem.tests[i].input,
-                   "func": problem.func_name, **limits.request()}
+                   "func": problem.func_name, **limits.request(), **sem.request()}
         if problem.testtype == "testcode":
             request["starter"] = problem.starter_code  # the checker's trusted helpers
-        r = test_verdict(problem, i, call(worker, request, limits), limits, tol)
+        r = test_verdict(problem, i, call(worker, request, limits), limits, tol, sem)
         if test_tiers is not None:
             r.tier = test_tiers[i]
         results.append(r)
         if r.verdict == CE or (early_stop and r.verdict != AC):
             break  # a compile error fails every test the same way
-    return summarize(results, len(order))
+    return summarize(results, len(order), sem.name)
 
 
-def summarize(results: list[TestResult], total: int) -> SampleResult:
+def summarize(results: list[TestResult], total: int, judge: str = "") -> SampleResult:
     failed = next((r for r in results if r.verdict != AC), None)
     return SampleResult(
         verdict=failed.verdict if failed else AC,
@@ -151,6 +159,7 @@ def summarize(results: list[TestResult], total: int) -> SampleResult:
         peak_memory_mb=max((r.peak_memory_mb for r in results), default=0.0),
         tests=results,
         backstop_kills=sum(r.wall_backstop for r in results),
+        judge=judge,
     )
 
 

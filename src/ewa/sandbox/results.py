@@ -31,6 +31,7 @@ class SampleResult:
     peak_memory_mb: float = 0.0  # max over the tests run
     tests: list[TestResult] = field(default_factory=list)
     backstop_kills: int = 0  # tests run that the wall-clock backstop ended (TestResult.wall_backstop)
+    judge: str = ""  # the judge semantics the tests ran under (ewa.sandbox.semantics)
 
 
 @dataclass

@@ -1,0 +1,142 @@
+"""Judge semantics per benchmark: how a program is prepared to run, and how its output is compared.
+
+Every problem names its semantics in `Problem.judge` (its loader sets it; by default it follows the
+problem's `source`). A semantics has two halves:
+- the *harness* and *prelude* travel with each request to the fork server, which prepares and runs the
+  program inside the sandbox: the prelude is part of the candidate's own source, never run in the host;
+- the comparison of stdout or of a returned value happens here, in the host.
+
+`livecodebench` reproduces the reference harness, lcb_runner's evaluation/testing_util.py (as read at
+commit 15808c76 of LiveCodeBench/LiveCodeBench):
+- every program gets an import prelude (`from M import *` for 18 modules, `import M` for 16, then
+  `sys.setrecursionlimit(50000)`); a functional program is the prelude, a blank line, then the code;
+- stdin: a last top-level `if __name__ == '__main__':` block is replaced by its body (its else branch
+  dropped), then the top-level imports are hoisted and every other statement becomes the body of
+  `def wrapped_function():` (so top-level names are that function's locals, and a `global` statement
+  in a nested function does not see them), which is called once per test with sys.stdin an
+  io.StringIO of the input (no .buffer, no .fileno), builtins.open a unittest.mock.mock_open of the
+  input, and sys.stdout an io.StringIO; SystemExit ends the program normally, whatever its code.
+  The output is compared line by line after strip() (leading/trailing blank lines ignored, the line
+  counts must agree), a differing line as the element-wise Decimal values of its tokens;
+- functional: `Solution().<name>` when the source contains "class Solution", else the module-level
+  `<name>`; the returned value, a tuple made a list, must `==` the JSON-decoded expected value.
+The fork server forks per test where the reference calls into one loaded module, so state kept on a
+Solution instance or in a module between tests does not carry over here. Verdicts stay ewa's: the
+reference knows no MLE, and it scores a program that does not compile as a failed test (CE here).
+
+`codecontests`, `humaneval` and `mini` (and `plain`, for any other source) run the program as written,
+as __main__ on stdin or as a module called by function name, and compare stdout token by token and
+returned values structurally, real numbers within `float_tol` (ewa.sandbox.checkers).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Callable
+
+from ewa.problems import JUDGES, TESTTYPES, Problem, ProblemError
+from ewa.sandbox.checkers import tokens_match, values_match
+
+_MODULES = ("string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math", "random",
+            "statistics", "itertools", "functools", "operator", "io", "sys", "json")
+# lcb_runner's import_string, character for character.
+LCB_PRELUDE = "".join(f"from {m} import *\n" for m in _MODULES + ("builtins", "typing")) \
+    + "".join(f"import {m}\n" for m in _MODULES) + "sys.setrecursionlimit(50000)\n"
+
+
+@dataclass(frozen=True)
+class Semantics:
+    name: str
+    version: str  # bumped whenever a verdict under this semantics could change
+    description: str
+    harness: str  # how the fork server runs the program: "plain" or "lcb"
+    prelude: str  # source run before the program, as part of it
+    stdout_match: Callable[[str, str, float], bool]  # (got, expected, float_tol)
+    value_match: Callable[[object, object, float], bool]  # (returned, expected JSON value, float_tol)
+    testtypes: tuple[str, ...] = TESTTYPES
+
+    def request(self) -> dict:
+        """The fields of a fork-server request that prepare the program."""
+        return {"harness": self.harness, "prelude": self.prelude}
+
+    def record(self) -> dict:
+        """What provenance keeps about it."""
+        return {"version": self.version, "description": self.description}
+
+
+# ---- LiveCodeBench's comparisons -----------------------------------------------------------------
+def _stripped_lines(text: str) -> list[str]:
+    return [line.strip() for line in text.strip().split("\n")]
+
+
+def _decimals(line: str) -> list[Decimal] | None:
+    try:
+        return [Decimal(token) for token in line.split()]
+    except Exception:
+        return None
+
+
+def lcb_stdout_match(got: str, expected: str, tol: float = 0.0) -> bool:
+    """Stripped lines equal, or else element-wise equal as Decimals (so '1.0' == '1.00' and '1e3' ==
+    '1000', but 0.30000000000000004 != 0.3); `tol` is not used."""
+    got_lines, exp_lines = _stripped_lines(got), _stripped_lines(expected)
+    if len(got_lines) != len(exp_lines):
+        return False
+    for g, e in zip(got_lines, exp_lines):
+        if g == e:
+            continue
+        gd, ed = _decimals(g), _decimals(e)
+        try:
+            if gd is None or ed is None or gd != ed:
+                return False
+        except Exception:  # a signalling NaN: the reference's comparison raises, the test fails
+            return False
+    return True
+
+
+def lcb_value_match(got, expected, tol: float = 0.0) -> bool:
+    """`==` after a returned tuple becomes a list (only at the top, as the reference does); so 1 == 1.0
+    == True, and floats must be exactly equal; `tol` is not used."""
+    if isinstance(got, tuple):
+        got = list(got)
+    try:
+        return bool(got == expected)
+    except Exception:  # e.g. RecursionError on a pathologically deep value
+        return False
+
+
+def _own(name: str, description: str) -> Semantics:
+    return Semantics(name, "1", description, "plain", "", tokens_match, values_match)
+
+
+SEMANTICS: dict[str, Semantics] = {s.name: s for s in (
+    Semantics("livecodebench", "1",
+              "lcb_runner evaluation/testing_util.py (LiveCodeBench@15808c76): import prelude with "
+              "sys.setrecursionlimit(50000); stdin programs unwrapped from a last __main__ guard and run "
+              "as wrapped_function() on StringIO stdin/stdout; stripped lines, else Decimal tokens; "
+              "functional results == expected after tuple->list",
+              "lcb", LCB_PRELUDE, lcb_stdout_match, lcb_value_match, ("stdin", "functional")),
+    _own("codecontests", "program as written; stdout tokens, real numbers within float_tol"),
+    _own("humaneval", "program as written; the problem's check(candidate) in a separate checker process"),
+    _own("mini", "program as written; stdout tokens, real numbers within float_tol"),
+    _own("plain", "program as written; stdout tokens, returned values structurally, real numbers "
+                  "within float_tol"),
+)}
+assert tuple(SEMANTICS) == JUDGES, "ewa.problems.JUDGES and the registry must name the same semantics"
+
+
+def semantics_for(problem: Problem) -> Semantics:
+    sem = SEMANTICS[problem.judge]
+    if problem.testtype not in sem.testtypes:
+        raise ProblemError(f"problem {problem.id!r}: judge {sem.name!r} has no {problem.testtype} tests "
+                           f"(it judges {', '.join(sem.testtypes)})")
+    return sem
+
+
+def provenance(names) -> dict:
+    """{name: {version, description}} for the semantics `names` (e.g. every judge of a problems file)."""
+    return {n: SEMANTICS[n].record() for n in sorted(set(names))}
+
+
+__all__ = ["SEMANTICS", "Semantics", "semantics_for", "provenance", "LCB_PRELUDE", "lcb_stdout_match",
+           "lcb_value_match"]
