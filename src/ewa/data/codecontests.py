@@ -51,6 +51,7 @@ def convert(rec: dict, where: str) -> Problem:
         difficulty=_difficulty(rec.get("difficulty", 0)), statement=rec["description"], testtype="stdin",
         time_limit_s=float(seconds) or 2.0, memory_limit_mb=int(memory // 2**20) or 256, tests=tuple(tests),
         meta={"name": name, "cf_rating": rec.get("cf_rating"), "source_id": rec.get("source")},
+        judge="codecontests",
     )
 
 

@@ -79,7 +79,7 @@ def convert(rec: dict, where: str) -> Problem:
         id=rec["task_id"].replace("HumanEval/", "humaneval/"), source="humaneval", difficulty="easy",
         statement=rec["prompt"], starter_code=rec["prompt"], testtype="testcode",
         func_name=rec["entry_point"], time_limit_s=3.0, memory_limit_mb=512, tests=tuple(tests),
-        meta={"canonical_solution": rec.get("canonical_solution", "")},
+        meta={"canonical_solution": rec.get("canonical_solution", "")}, judge="humaneval",
     )
 
 

@@ -65,6 +65,7 @@ def convert(rec: dict, where: str, time_limit_s: float, memory_limit_mb: int) ->
         tests=tuple(make_test(c["input"], c["output"], public) for c, public in cases),
         meta={"contest_date": rec.get("contest_date", ""), "contest_id": rec.get("contest_id", ""),
               "title": rec.get("question_title", ""), "platform": rec["platform"]},
+        judge="livecodebench",
     )
 
 

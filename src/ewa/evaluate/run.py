@@ -6,6 +6,9 @@ final file appears (atomically) only when every sample is judged.
 A program sampled several times for one problem (a small model repeats itself: half or more of the
 miniature's samples are exact copies) is run once; its copies get the same verdict and name the
 sample that was run in `duplicate_of`. `--judge-duplicates` runs every copy instead.
+
+Each row names the judge semantics its problem was judged under (`judge`; ewa.sandbox.semantics), and
+the file's provenance records the name, version and description of every one used (`judge`).
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from ewa.sandbox.extract import extract_code
 from ewa.sandbox.results import SampleResult
 
 CHUNK = 64
-RESULT_COLUMNS = ("problem_id", "sample_id", "duplicate_of", "verdict", "tests_passed", "tests_total",
+RESULT_COLUMNS = ("problem_id", "sample_id", "duplicate_of", "judge", "verdict", "tests_passed", "tests_total",
                   "first_failed_test", "first_failed_tier", "cpu_time_s", "peak_memory_mb", "tests",
                   "backstop_kills")
 TEST_TYPE = pa.list_(pa.struct([("index", pa.int64()), ("verdict", pa.string()), ("cpu_time_s", pa.float64()),
@@ -76,7 +79,7 @@ def load_tiers(path: str, problems: dict[str, Problem]) -> dict[str, list[int]]:
 
 def row(sample: dict, order: int, r: SampleResult, duplicate_of=None) -> dict:
     out = {"_order": order, "problem_id": sample["problem_id"], "sample_id": sample["sample_id"],
-           "duplicate_of": duplicate_of, "verdict": r.verdict, "tests_passed": r.tests_passed,
+           "duplicate_of": duplicate_of, "judge": r.judge, "verdict": r.verdict, "tests_passed": r.tests_passed,
            "tests_total": r.tests_total,
            "first_failed_test": r.first_failed_test, "first_failed_tier": r.first_failed_tier,
            "cpu_time_s": r.cpu_time_s, "peak_memory_mb": r.peak_memory_mb,
@@ -146,15 +149,18 @@ def evaluate_file(problems_path: str, samples_path: str, out: str | Path, sandbo
     """Judge every sample of `samples_path`; `sandbox` and `settings` are the config's `sandbox` and
     `evaluate` sections (early_stop, judge_duplicates). An interrupted run resumes with its time factor."""
     from ewa.sandbox import sandbox_from_config
+    from ewa.sandbox.semantics import provenance as judge_provenance
     problems = problems_by_id(problems_path)
     samples = load_samples(samples_path, problems)
+    judges = judge_provenance(problems[s["problem_id"]].judge for s in samples)
     tiers = load_tiers(tiers_path, problems) if tiers_path else None
     out = Path(out)
     early_stop, judge_duplicates = settings["early_stop"], settings["judge_duplicates"]
     fingerprint = {"samples": sha256_file(samples_path), "problems": sha256_file(problems_path),
                    "tiers": sha256_file(tiers_path) if tiers_path else None, "early_stop": early_stop,
                    "judge_duplicates": judge_duplicates, "sandbox": sandbox, "time_factor": time_factor,
-                   "calibration": sha256_file(calibration) if calibration else None}
+                   "calibration": sha256_file(calibration) if calibration else None,
+                   "judge": {name: j["version"] for name, j in judges.items()}}
     partial = Partial(out, fingerprint)
     done = partial.done()
     todo = [(i, s) for i, s in enumerate(samples) if (s["problem_id"], s["sample_id"]) not in done]
@@ -185,7 +191,7 @@ def evaluate_file(problems_path: str, samples_path: str, out: str | Path, sandbo
             partial.write(rows)
     record = {"problems": str(problems_path), "samples": str(samples_path), "tiers": tiers_path,
               "calibration": calibration, "evaluate": settings, "sandbox_config": sandbox}
-    finish(out, partial, provenance(record, sandbox=info, time_factor=info["time_factor"]))
+    finish(out, partial, provenance(record, sandbox=info, time_factor=info["time_factor"], judge=judges))
     return out
 
 

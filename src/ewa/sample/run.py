@@ -67,6 +67,8 @@ def sample_file(problems: list[Problem], setting_name: str, config: SampleConfig
                 sandbox = stack.enter_context(sandbox_from_config(
                     section("sandbox", sandbox_section), calibration=calibration, workers=workers))
                 sandbox_info = sandbox.info()
+                from ewa.sandbox.semantics import provenance as judge_provenance
+                sandbox_info["judge"] = judge_provenance(p.judge for p in problems)
             backend = stack.enter_context(make_backend(backend_name, model_dir, tokenizer, config))
             backend_info = backend.info
             setting = setting_cls(config, tokenizer, sandbox, workers)

@@ -204,6 +204,8 @@ def train_regime(init: str | os.PathLike, problems_path: str | os.PathLike, regi
     # One sandbox for the whole run, not one per step; each rank of a multi-GPU run opens its own.
     with sandbox_from_config(section("sandbox", sandbox), calibration=calibration) as sandbox:
         judged_by = sandbox.info()
+        from ewa.sandbox.semantics import provenance as judge_provenance
+        judged_by["judge"] = judge_provenance(p.judge for p in problems)
         reward = CoverageReward({p.id: p for p in problems}, regime, sandbox, s["reward"])
         state = PartialState()
         resume = resume_point(work, fingerprint)  # every rank decides from the same untouched work dir

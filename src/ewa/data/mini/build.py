@@ -109,6 +109,7 @@ def build_problem(inst: Instance, seed: int = 0, small: bool = False) -> Problem
               "inputs": "small" if small else "full", "levels": list(range(levels)), "sizes": list(sizes[:levels]),
               "complexity": {"brute": fam.complexity[0], "efficient": fam.complexity[1]},
               "solutions": sol},
+        judge="mini",
     )
 
 
