@@ -292,11 +292,38 @@ def warm(prelude):
             pass
 
 
+# What lcb_runner's reliability_guard() takes away before it loads a program (os, shutil, subprocess
+# functions set to None, builtins.quit and help, modules that no longer import).
+LCB_DISABLED = {
+    "os": ("kill", "system", "putenv", "remove", "removedirs", "rmdir", "fchdir", "setuid", "fork", "forkpty",
+           "killpg", "rename", "renames", "truncate", "replace", "unlink", "fchmod", "fchown", "chmod", "chown",
+           "chroot", "lchflags", "lchmod", "lchown", "getcwd", "chdir"),
+    "shutil": ("rmtree", "move", "chown"),
+    "subprocess": ("Popen",),
+    "builtins": ("quit", "help"),
+}
+LCB_BLOCKED_MODULES = ("ipdb", "joblib", "resource", "psutil", "tkinter")
+
+
+def lcb_guard():
+    import faulthandler
+    faulthandler.disable()
+    os.environ["OMP_NUM_THREADS"] = "1"
+    for module, names in LCB_DISABLED.items():
+        mod = __import__(module)
+        for name in names:
+            setattr(mod, name, None)
+    for name in LCB_BLOCKED_MODULES:
+        sys.modules[name] = None
+
+
 def prepare(job):
     """The source the candidate runs: the program under its harness, with the prelude."""
     code, prelude, harness = job["code"], job.get("prelude", ""), job.get("harness", "plain")
     if prelude:
         warm(prelude)
+    if harness == "lcb":
+        warm("import shutil\nimport subprocess\nimport faulthandler\n")  # what lcb_guard imports
     if harness == "lcb":
         return lcb_stdio_source(code, prelude) if job["mode"] == "stdin" else prelude + "\n\n" + code
     if harness != "plain":
@@ -423,6 +450,7 @@ def candidate_main(job, code, source, stdin_fd, out_w, err_w, extra, flag_w, wor
         sys.argv = ["solution.py"]
         status = 0
         if lcb:
+            lcb_guard()
             module = type(sys)("tmp_sol", "")  # the reference's ModuleType("tmp_sol", "")
             ns = module.__dict__
         else:

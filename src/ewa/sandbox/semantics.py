@@ -10,19 +10,29 @@ problem's `source`). A semantics has two halves:
 commit 15808c76 of LiveCodeBench/LiveCodeBench):
 - every program gets an import prelude (`from M import *` for 18 modules, `import M` for 16, then
   `sys.setrecursionlimit(50000)`); a functional program is the prelude, a blank line, then the code;
+- what reliability_guard() takes away is gone (os.kill, os.getcwd, subprocess.Popen, quit, ... set to
+  None; `import resource` fails);
 - stdin: a last top-level `if __name__ == '__main__':` block is replaced by its body (its else branch
   dropped), then the top-level imports are hoisted and every other statement becomes the body of
   `def wrapped_function():` (so top-level names are that function's locals, and a `global` statement
   in a nested function does not see them), which is called once per test with sys.stdin an
   io.StringIO of the input (no .buffer, no .fileno), builtins.open a unittest.mock.mock_open of the
   input, and sys.stdout an io.StringIO; SystemExit ends the program normally, whatever its code.
+  Names bound while the module loaded keep the harness's own streams: `from sys import stdin` gets a
+  stdin whose readline/readlines/read (only) are replaced by ones over the input's lines (without
+  newlines), `from sys import stdout` and os.write(1, ...) write where no one reads, and `open` (bound
+  by the prelude's `from builtins import *`) is the real one, so open(0) reads fd 0, which is not the
+  input (empty here).
   The output is compared line by line after strip() (leading/trailing blank lines ignored, the line
   counts must agree), a differing line as the element-wise Decimal values of its tokens;
 - functional: `Solution().<name>` when the source contains "class Solution", else the module-level
   `<name>`; the returned value, a tuple made a list, must `==` the JSON-decoded expected value.
 The fork server forks per test where the reference calls into one loaded module, so state kept on a
-Solution instance or in a module between tests does not carry over here. Verdicts stay ewa's: the
+Solution instance or in a module between tests does not carry over here. The candidate's stack may
+grow to 256 MB, or the memory limit if lower (the reference inherits its process's `ulimit -s`; with
+8 MB, recursion through C frames such as an lru_cache'd function crashes there long before the limit). Verdicts stay ewa's: the
 reference knows no MLE, and it scores a program that does not compile as a failed test (CE here).
+tests/test_judge_semantics.py holds the table of programs this was checked on.
 
 `codecontests`, `humaneval` and `mini` (and `plain`, for any other source) run the program as written,
 as __main__ on stdin or as a module called by function name, and compare stdout token by token and
@@ -111,10 +121,10 @@ def _own(name: str, description: str) -> Semantics:
 
 SEMANTICS: dict[str, Semantics] = {s.name: s for s in (
     Semantics("livecodebench", "1",
-              "lcb_runner evaluation/testing_util.py (LiveCodeBench@15808c76): import prelude with "
-              "sys.setrecursionlimit(50000); stdin programs unwrapped from a last __main__ guard and run "
-              "as wrapped_function() on StringIO stdin/stdout; stripped lines, else Decimal tokens; "
-              "functional results == expected after tuple->list",
+              "lcb_runner evaluation/testing_util.py (LiveCodeBench@15808c76): reliability_guard; import "
+              "prelude with sys.setrecursionlimit(50000); stdin programs unwrapped from a last __main__ "
+              "guard and run as wrapped_function() on StringIO stdin/stdout; stripped lines, else Decimal "
+              "tokens; functional results == expected after tuple->list",
               "lcb", LCB_PRELUDE, lcb_stdout_match, lcb_value_match, ("stdin", "functional")),
     _own("codecontests", "program as written; stdout tokens, real numbers within float_tol"),
     _own("humaneval", "program as written; the problem's check(candidate) in a separate checker process"),
