@@ -2,8 +2,10 @@
 
 The table holds programs whose verdict under LiveCodeBench's reference harness (lcb_runner
 evaluation/testing_util.py) follows from its documented behaviour, each with the reason; every row is
-run through the real bwrap sandbox under `livecodebench` and under ewa's own semantics
-(`codecontests`, `mini`), and must get exactly the verdict written down. The reference only knows
+run through the real sandbox (bwrap, and Docker where its image is built) under `livecodebench` and
+under ewa's own semantics (`codecontests`, `mini`), and must get exactly the verdict written down.
+The livecodebench column was also checked against the reference code itself, run as LiveCodeBench's
+check_correctness runs it (a process per sample, stdin /dev/null, `ulimit -s` 256 MB): every row agrees. The reference only knows
 pass/fail; a failure is written here as the verdict ewa gives it (a program that does not compile is
 CE, an exception RE, wrong output WA).
 """
@@ -210,11 +212,20 @@ def table_problem(name: str, judge: str) -> Problem:
                    judge=judge)
 
 
-@pytest.fixture(scope="module")
-def sb():
-    if default_backend() != "bwrap":
+def docker_image_ready(image: str = "ewa-sandbox:latest") -> bool:
+    import shutil
+    import subprocess
+    return bool(shutil.which("docker")) and subprocess.run(
+        ["docker", "image", "inspect", image], capture_output=True).returncode == 0
+
+
+@pytest.fixture(scope="module", params=["bwrap", pytest.param("docker", marks=pytest.mark.docker)])
+def sb(request):
+    if request.param == "bwrap" and default_backend() != "bwrap":
         pytest.skip("bubblewrap is not usable here")
-    with Sandbox(backend="bwrap", workers=2, time_factor=1.0) as sandbox:
+    if request.param == "docker" and not docker_image_ready():
+        pytest.skip("no Docker engine with ewa-sandbox:latest (make docker-sandbox builds it)")
+    with Sandbox(backend=request.param, workers=2, time_factor=1.0) as sandbox:
         yield sandbox
 
 
