@@ -81,6 +81,29 @@ def test_sample_without_code_field_is_an_error(inputs, capsys):
     assert "'code' or 'completion'" in capsys.readouterr().err
 
 
+def test_null_code_is_ce_and_never_re_extracted(inputs):
+    """`code: null` is the setting saying "no answer" (here: the tools setting, whose only program was
+    inside a tool call): CE, even though the completion holds a program that would pass. A record with
+    no `code` key at all (a plain external file) has its program extracted from the completion."""
+    in_tool_call = f"<tool>\n```python\n{SUM_OK}```\n</tool>\n<output>\n3\n</output>\nDone."
+    write_jsonl(inputs / "null.jsonl", [
+        {"problem_id": "sum", "sample_id": 0, "code": None, "completion": in_tool_call, "setting": "tools"},
+        {"problem_id": "sum", "sample_id": 1, "code": None, "completion": f"```python\n{SUM_OK}```\n"},
+        {"problem_id": "sum", "sample_id": 2, "completion": f"```python\n{SUM_OK}```\n"},
+        {"problem_id": "sum", "sample_id": 3, "code": None}])
+    assert evaluate(inputs, samples="null.jsonl") == 0
+    df = pq.read_table(inputs / "results.parquet").to_pandas()
+    assert list(df.verdict) == ["CE", "CE", "AC", "CE"]
+    assert list(df.tests_passed) == [0, 0, 3, 0] and list(df.tests_total) == [3, 3, 3, 3]
+
+
+def test_code_of_the_wrong_type_is_one_clear_error(inputs, capsys):
+    write_jsonl(inputs / "bad.jsonl", [{"problem_id": "sum", "sample_id": 0, "code": 5, "completion": "x"}])
+    assert evaluate(inputs, samples="bad.jsonl") == 2
+    err = capsys.readouterr().err.strip()
+    assert "bad.jsonl:1" in err and "field 'code' must be a string or null" in err and len(err.splitlines()) == 1
+
+
 def test_a_killed_job_resumes_without_rejudging(inputs):
     burn = "import time\nwhile time.process_time() < 0.05:\n    pass\n" + SUM_OK
     # distinct programs (a comment apart), so every one is run rather than judged once for all

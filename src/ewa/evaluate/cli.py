@@ -40,7 +40,8 @@ def calibrate(args: argparse.Namespace, config: dict) -> int:
 def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--problems", required=True, help="canonical problems.jsonl")
     parser.add_argument("--samples", required=True,
-                        help="JSON Lines: problem_id, sample_id, and code or completion (+ any columns to carry)")
+                        help="JSON Lines: problem_id, sample_id, and code (null: no answer, CE) or, with no code "
+                             "key, a completion to extract it from (+ any columns to carry)")
     parser.add_argument("--out", required=True, help="results.parquet")
     add_sandbox_arguments(parser)
     parser.add_argument("--workers", type=int, default=0, help="fork servers (default: the CPUs granted, by affinity and cgroup quota)")

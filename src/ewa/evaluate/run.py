@@ -9,6 +9,9 @@ sample that was run in `duplicate_of`. `--judge-duplicates` runs every copy inst
 
 Each row names the judge semantics its problem was judged under (`judge`; ewa.sandbox.semantics), and
 the file's provenance records the name, version and description of every one used (`judge`).
+
+A sample whose `code` is null (its setting found no answer) is CE; evaluation never re-extracts code
+from its completion (see `submission`).
 """
 from __future__ import annotations
 
@@ -37,6 +40,26 @@ TEST_TYPE = pa.list_(pa.struct([("index", pa.int64()), ("verdict", pa.string()),
 ERROR_CHARS = 500
 
 
+def submission(rec: dict, where: str) -> str | None:
+    """The program a sample record submits; None (judged CE) when it has none.
+
+    - `code` is a string: that program.
+    - `code` is null: the inference setting found no answer (`ewa sample` writes this). That is CE, and
+      the completion is never searched again: a setting decides what counts as its answer (the tools
+      setting excludes code inside tool calls and their outputs), and evaluation must not overrule it.
+    - no `code` key at all, only a `completion` (a plain external samples file): the program is
+      extracted from the completion as the reasoning setting does (last fenced block; none: CE).
+    - neither: an error.
+    """
+    if "code" in rec:
+        if rec["code"] is None or isinstance(rec["code"], str):
+            return rec["code"]
+        raise UserError(f"{where}: field 'code' must be a string or null (no answer), got {type(rec['code']).__name__}")
+    if isinstance(rec.get("completion"), str):
+        return extract_code(rec["completion"])
+    raise UserError(f"{where}: needs a field 'code' or 'completion' (code: a string, or null for no answer)")
+
+
 def load_samples(path: str, problems: dict[str, Problem]) -> list[dict]:
     samples, seen = [], set()
     for lineno, rec in read_jsonl(path):
@@ -51,12 +74,7 @@ def load_samples(path: str, problems: dict[str, Problem]) -> list[dict]:
         if (pid, sid) in seen:
             raise UserError(f"{where}: sample ({pid!r}, {sid!r}) appears twice")
         seen.add((pid, sid))
-        if isinstance(rec.get("code"), str):
-            code = rec["code"]
-        elif isinstance(rec.get("completion"), str):
-            code = extract_code(rec["completion"])
-        else:
-            raise UserError(f"{where}: needs a string field 'code' or 'completion'")
+        code = submission(rec, where)
         carried = {k: v for k, v in rec.items() if k not in ("problem_id", "sample_id", "code", "completion")}
         samples.append({"problem_id": pid, "sample_id": sid, "code": code, "carried": carried})
     return samples
