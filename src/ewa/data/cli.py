@@ -10,7 +10,7 @@ from ewa.errors import UserError
 from ewa.io import provenance, write_json
 from ewa.problems import read_problems, write_problems
 
-SPEC_FLAGS = ("format", "input", "split", "difficulty", "date_from", "date_to", "limit")
+SPEC_FLAGS = ("format", "input", "split", "difficulty", "date_from", "date_to", "limit", "verify_solutions")
 
 
 def add_prepare_arguments(p: argparse.ArgumentParser) -> None:
@@ -27,6 +27,11 @@ def add_prepare_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, help="keep the first N problems")
     p.add_argument("--seed", type=int, help="mini: generator seed (default: the config's seed)")
     p.add_argument("--skip-invalid", action="store_true", help="skip malformed records, count them")
+    p.add_argument("--verify-solutions", action=argparse.BooleanOptionalAction, default=None,
+                   help="codecontests: keep only problems whose bundled Python 3 solution passes in the sandbox "
+                        "(default: the dataset's verify_solutions; on for train_data)")
+    p.add_argument("--calibration", help="calibration.json for the sandbox's time limits (default: measure now)")
+    p.add_argument("--workers", type=int, help="sandbox workers verifying solutions (default: one per core)")
 
 
 def dataset_spec(args: argparse.Namespace, config: dict) -> dict:
@@ -55,18 +60,38 @@ def prepare(args: argparse.Namespace, config: dict) -> int:
     spec = dataset_spec(args, config)
     seed = args.seed if args.seed is not None else config["seed"]
     options = {k: v for k, v in spec.items() if k not in ("format", "input")}
-    report = load(spec["format"], spec.get("input"), skip_invalid=args.skip_invalid, seed=seed, **options)
-    if not report.problems:
-        raise UserError(f"{spec['format']}: no problems left after filtering ({report.filtered} filtered, "
-                        f"{len(report.skipped)} invalid)")
-    write_problems(report.problems, args.out)
-    write_json(args.out + ".meta.json", provenance(
-        {**spec, "seed": seed}, problems=len(report.problems), skipped=report.skipped, filtered=report.filtered))
+
+    def sandbox():
+        from ewa.sandbox import sandbox_from_config
+        return sandbox_from_config(config["sandbox"], calibration=args.calibration, workers=args.workers)
+
+    report = load(spec["format"], spec.get("input"), skip_invalid=args.skip_invalid, seed=seed, sandbox=sandbox,
+                  **options)
+    dropped = report.dropped_counts()
     for line in report.skipped:
         print(f"skipped: {line}", file=sys.stderr)
+    if report.verification is not None:
+        v = report.verification
+        print(f"verify_solutions: {v['checked']} problems checked in the sandbox: {v['kept']} kept, "
+              f"{v['no_python_solution']} dropped with no Python 3 solution, {v['solution_fails']} dropped "
+              f"because it fails here" + (f" ({v['unchecked']} left unchecked past the limit)" if v["unchecked"] else ""),
+              file=sys.stderr)
+    if not report.problems:
+        raise UserError(f"{spec['format']}: no problems left after filtering ({report.filtered} filtered, "
+                        f"{len(report.skipped)} invalid, {len(report.dropped)} dropped: {_counts(dropped)})")
+    write_problems(report.problems, args.out)
+    write_json(args.out + ".meta.json", provenance(
+        {**spec, "seed": seed}, problems=len(report.problems), skipped=report.skipped, filtered=report.filtered,
+        dropped=dropped, dropped_problems=[str(d) for d in report.dropped], verification=report.verification))
     print(f"{args.out}: {len(report.problems)} problems ({len(report.skipped)} invalid skipped, "
-          f"{report.filtered} filtered)", file=sys.stderr)
+          f"{report.filtered} filtered, {len(report.dropped)} dropped" + (f": {_counts(dropped)}; each named in "
+                                                                          f"{args.out}.meta.json" if dropped else "")
+          + ")", file=sys.stderr)
     return 0
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{n} {reason}" for reason, n in sorted(counts.items())) or "none"
 
 
 def add_tiers_arguments(p: argparse.ArgumentParser) -> None:
