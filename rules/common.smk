@@ -11,6 +11,7 @@ from ewa.analysis.claims import OUTPUT_FILES as CLAIMS_FILES
 from ewa.analysis.frontier import output_files as frontier_files
 from ewa.analysis.science import OUTPUT_FILES as SCIENCE_FILES
 from ewa.config import ConfigError, validate
+from ewa.data import verifies
 
 try:
     config = validate(config)
@@ -43,10 +44,34 @@ def job_config(wildcards, **sections):
     return as_json({**sections, **seed})
 
 
+def dataset_entry(wildcards):
+    return config["train_data"] if wildcards.dataset == "_train" else config["benchmarks"][wildcards.dataset]
+
+
+def verifying(wildcards):
+    """Whether preparing this dataset runs its bundled solutions in the sandbox (verify_solutions)."""
+    return verifies(dataset_entry(wildcards))
+
+
 def data_config(wildcards):
+    """The dataset entry, and the sandbox when it verifies solutions. verify_solutions is left out where
+    it has no effect (a format without solutions, e.g. the miniature's mini), so it reruns nothing."""
+    entry = dict(dataset_entry(wildcards))
+    if not verifying(wildcards):
+        entry.pop("verify_solutions", None)
+    sandbox = {"sandbox": config["sandbox"]} if verifying(wildcards) else {}
     if wildcards.dataset == "_train":
-        return job_config(wildcards, train_data=config["train_data"])
-    return job_config(wildcards, benchmarks={wildcards.dataset: config["benchmarks"][wildcards.dataset]})
+        return job_config(wildcards, train_data=entry, **sandbox)
+    return job_config(wildcards, benchmarks={wildcards.dataset: entry}, **sandbox)
+
+
+def prepare_calibration(wildcards):
+    return calibration_input(wildcards) if verifying(wildcards) else []
+
+
+def prepare_threads(wildcards):
+    """Sandbox workers of a prepare job that verifies solutions (the node's cores; profiles may set it)."""
+    return workflow.cores if verifying(wildcards) else 1
 
 
 def dataset_name(wildcards):

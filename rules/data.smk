@@ -2,19 +2,26 @@
 # train_data; any other is a benchmark.
 
 
+# A dataset with verify_solutions (CodeContests train_data by default) runs its bundled solutions in the
+# sandbox, time limits calibrated as for the reward, on {threads} workers.
 rule prepare:
+    input:
+        calibration=prepare_calibration,
     output:
         problems="results/seed{seed}/data/{dataset}/problems.jsonl",
         meta="results/seed{seed}/data/{dataset}/problems.jsonl.meta.json",
     params:
         config=data_config,
         dataset=dataset_name,
+        calibration=calibration_flag,
+    threads: prepare_threads
     conda:
         "../envs/ewa.yaml"
     log:
         "logs/seed{seed}/data/{dataset}.log",
     shell:
-        "ewa prepare --config {params.config:q} --dataset {params.dataset} --out {output.problems} 2> {log}"
+        "ewa prepare --config {params.config:q} --dataset {params.dataset} {params.calibration} "
+        "--workers {threads} --out {output.problems} 2> {log}"
 
 
 rule tiers:

@@ -90,6 +90,25 @@ def test_the_sandbox_section_reaches_every_rule_that_runs_model_code(tmp_path):
     assert all("--config '" in c for rule, cs in commands.items() if rule not in reads_no_config for c in cs)
 
 
+def test_a_prepare_that_verifies_solutions_gets_the_sandbox_and_the_calibration(tmp_path):
+    """CodeContests train_data runs its bundled solutions in the configured sandbox, time limits
+    calibrated like the reward's; a benchmark (not verified) and the miniature's mini read neither."""
+    config = yaml.safe_load((ROOT / "configs/reduced.yaml").read_text())
+    config["train_data"] = {"format": "codecontests", "input": "/data/cc/train.jsonl"}
+    config["benchmarks"]["cc"] = {"format": "codecontests", "input": "/data/cc/test.jsonl"}
+    config["sandbox"] = {"docker_image": PROBE_IMAGE, "calibrate": True}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    prepare = {re.search(r"--dataset (\S+)", c)[1]: c for c in planned_commands(tmp_path / "config.yaml")["prepare"]}
+    assert set(prepare) == {"train_data", "mini", "cc"}
+    train = prepare["train_data"]
+    assert config_of(train)["sandbox"]["docker_image"] == PROBE_IMAGE
+    assert config_of(train)["train_data"]["verify_solutions"] is True
+    assert "--calibration results/calibration.json" in train and re.search(r"--workers \d+ ", train)
+    for name in ("mini", "cc"):
+        assert "sandbox" not in config_of(prepare[name]) and "--calibration" not in prepare[name]
+        assert "verify_solutions" not in json.dumps(config_of(prepare[name]))
+
+
 @pytest.mark.docker
 @pytest.mark.skipif(not docker_engine(), reason="no Docker engine (make docker-sandbox starts one)")
 def test_the_configured_docker_image_is_the_one_each_stage_runs(tmp_path):
