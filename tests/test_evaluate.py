@@ -97,6 +97,53 @@ def test_null_code_is_ce_and_never_re_extracted(inputs):
     assert list(df.tests_passed) == [0, 0, 3, 0] and list(df.tests_total) == [3, 3, 3, 3]
 
 
+def test_a_tools_sample_whose_only_program_is_a_tool_call_is_ce(inputs):
+    """The bug this guards: the tools setting excludes code inside tool calls from the submission, so a
+    sample whose only program was a tool call has no answer; evaluation used to re-extract that program
+    from the completion and judge it AC."""
+    from ewa.problems import read_problems
+    from ewa.sample.backends import Completion
+    from ewa.sample.config import SampleConfig
+    from ewa.sample.run import record
+    from ewa.sample.settings import setting_class
+    from ewa.sandbox import Sandbox
+    from ewa.sandbox.extract import extract_code
+
+    script = [f"Let me try it.\n<tool: python>\n```python\n{SUM_OK}```\n</tool>", "It runs. Done."]
+
+    class Scripted:
+        context_length = 10_000
+
+        def count_tokens(self, text):
+            return len(text) // 4
+
+        def generate(self, prompts, seeds, max_new_tokens, temperature, top_p, stop=()):
+            out = []
+            for prompt in prompts:
+                text = script[prompt.count("<output>") - 1]  # the system text shows one <output>
+                hit = next((text.find(s) + len(s) for s in stop if s in text), None)
+                out.append(Completion(text[:hit] if hit else text, 5, "stop"))
+            return out
+
+    class NoTemplate:
+        chat_template = None
+
+    problem = next(p for p in read_problems(inputs / "problems.jsonl") if p.id == "sum")
+    cfg = SampleConfig.from_dict({"n": 1, "tools": {"max_tool_calls": 1}})
+    with Sandbox(backend="bwrap", workers=1, time_factor=1.0) as sb:
+        setting = setting_class("tools")(cfg, NoTemplate(), sb, workers=1)
+        sample = setting.start(problem, 0)
+        setting.run([sample], Scripted())
+    assert sample.tool_calls == 1 and sample.code is None
+    assert extract_code(sample.completion) == SUM_OK  # what a re-extraction would have judged (AC)
+    rec = record(sample, {"setting": "tools"})
+    assert "code" in rec and rec["code"] is None
+    write_jsonl(inputs / "tools.jsonl", [rec])
+    assert evaluate(inputs, samples="tools.jsonl") == 0
+    (verdict,) = pq.read_table(inputs / "results.parquet").to_pandas().verdict
+    assert verdict == "CE"
+
+
 def test_code_of_the_wrong_type_is_one_clear_error(inputs, capsys):
     write_jsonl(inputs / "bad.jsonl", [{"problem_id": "sum", "sample_id": 0, "code": 5, "completion": "x"}])
     assert evaluate(inputs, samples="bad.jsonl") == 2
