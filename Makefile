@@ -9,7 +9,7 @@ export TRANSFORMERS_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: demo test setup dry-run lint report science clean slurm-localhost docker-sandbox vllm-smoke
+.PHONY: demo test setup dry-run lint report science clean slurm-localhost docker-sandbox vllm-smoke setup-gpu
 
 demo: $(STAMP)
 	bash scripts/unlock-if-stale.sh
@@ -58,3 +58,8 @@ docker-sandbox:
 vllm-smoke: $(STAMP)
 	bash scripts/setup-vllm.sh
 	$(BIN)/pytest -q -m vllm tests/test_sample.py
+
+# The paper's GPU environment (.venv-gpu: CUDA torch, vLLM, TRL, DeepSpeed from envs/gpu-requirements.txt,
+# then ewa without deps), on a cluster node, not in CI or here: tests/test_gpu_install.py resolves the set.
+setup-gpu:
+	bash scripts/setup-gpu.sh
