@@ -56,10 +56,15 @@ PIP=("$VENV/bin/python" -m pip)
 "${PIP[@]}" install -q --upgrade pip setuptools
 # torch first and alone, so DeepSpeed's build below sees it. `===` in the file keeps any `+cpu` build out.
 "${PIP[@]}" install -q "$(grep -E '^torch[=<>!~ ]' "$REQS")"
-# Everything, resolved together. Wheels only, except the two source-only pins (see the file's header):
-# on a node the wheels do not fit (old glibc), pip stops instead of compiling vLLM's dependencies.
+# DeepSpeed built against that torch, every time (a few seconds without ops): not from pip's wheel cache,
+# which may hold a build made beside another torch or none, and records it. DS_ACCELERATOR=cuda because a
+# login node has no GPU to detect; its dependencies come with everything else in the next step.
 DS_BUILD_OPS=${DS_BUILD_OPS:-0} DS_ACCELERATOR=cuda \
-  "${PIP[@]}" install -q --no-build-isolation --only-binary=:all: --no-binary=deepspeed,connection_pool -r "$REQS"
+  "${PIP[@]}" install -q --no-build-isolation --no-cache-dir --no-deps --force-reinstall "$(grep -E '^deepspeed[=<>!~ ]' "$REQS")"
+# Everything, resolved together (the DeepSpeed just built satisfies its pin). Wheels only, except the
+# source-only pins (see the file's header): on a node the wheels do not fit (old glibc), pip stops
+# instead of compiling vLLM's dependencies.
+"${PIP[@]}" install -q --no-build-isolation --only-binary=:all: --no-binary=deepspeed,connection_pool -r "$REQS"
 "${PIP[@]}" install -q --no-deps -e .
 # ewa's own metadata pins the CPU set (transformers 5.23, numpy 2.4, ...): pip check reports those lines,
 # expected with --no-deps. Anything else is a real conflict.
@@ -68,8 +73,13 @@ if [ -n "$problems" ]; then
   say "pip check found conflicts outside ewa's CPU pins:"; echo "$problems" >&2; exit 1
 fi
 "$VENV/bin/python" - <<'EOF'
+import importlib.metadata
 import torch, transformers, trl, vllm, deepspeed, ewa  # noqa: F401
-assert torch.version.cuda and "+" not in torch.__version__, f"not the CUDA torch: {torch.__version__}"
+# The index's CUDA wheel is version 2.13.0 to pip and reports itself as 2.13.0+cu130; a CPU build has no CUDA.
+assert torch.version.cuda and importlib.metadata.version("torch") == "2.13.0", f"not the CUDA torch: {torch.__version__}"
+from deepspeed.git_version_info import torch_info
+built = (torch_info["version"], torch_info["cuda_version"])
+assert built == (".".join(torch.__version__.split(".")[:2]), torch.version.cuda), f"deepspeed was built for torch/CUDA {built}"
 gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
 print(f"setup-gpu: ready (torch {torch.__version__} CUDA {torch.version.cuda}, vllm {vllm.__version__}, "
       f"trl {trl.__version__}, transformers {transformers.__version__}, deepspeed {deepspeed.__version__}; "
