@@ -117,8 +117,9 @@ def resolved(index, tmp_path_factory) -> dict:
     tmp = tmp_path_factory.mktemp("gpu-install")
     wheelhouse = tmp / "wheelhouse"
     source_pins = [str(pins()[name]) for name in SOURCE_ONLY]
-    r = pip("wheel", "--no-deps", "--no-binary", ",".join(SOURCE_ONLY), "--quiet", "--wheel-dir", str(wheelhouse),
-            *source_pins, DS_BUILD_OPS="0")
+    # --no-cache-dir: a deepspeed wheel built without torch must not land in pip's cache for a real install.
+    r = pip("wheel", "--no-deps", "--no-binary", ",".join(SOURCE_ONLY), "--no-cache-dir", "--quiet",
+            "--wheel-dir", str(wheelhouse), *source_pins, DS_BUILD_OPS="0")
     assert r.returncode == 0, f"building {source_pins} failed:\n{r.stderr[-3000:]}"
     for wheel in wheelhouse.glob("*.whl"):  # pure, so building them here stands for building them on the node
         assert wheel.name.endswith("-py3-none-any.whl"), wheel.name
