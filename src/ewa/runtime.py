@@ -13,3 +13,15 @@ def set_threads(threads: int | None) -> None:
     import torch
 
     torch.set_num_threads(threads)
+
+
+def checkpointing_arg(enabled: bool) -> dict:
+    """The trainer argument that turns activation checkpointing on or off: transformers >= 5.18 names it
+    activation_checkpointing (the old name warns); the GPU set's 5.17, which vLLM needs, only knows
+    gradient_checkpointing."""
+    import dataclasses
+
+    from transformers import TrainingArguments
+
+    names = {f.name for f in dataclasses.fields(TrainingArguments)}
+    return {"activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing": enabled}

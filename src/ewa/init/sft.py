@@ -12,6 +12,7 @@ from trl import SFTConfig, SFTTrainer
 
 from ewa.config import section
 from ewa.problems import Problem
+from ewa.runtime import checkpointing_arg
 from ewa.prompts import code_answer, reasoning_messages
 
 def sft_settings(settings: dict | None = None) -> dict:
@@ -63,7 +64,7 @@ def run_sft(model, tokenizer, examples: list[dict], settings: dict, seed: int) -
             data_seed=seed,
             use_cpu=not torch.cuda.is_available(),
             bf16=False,
-            activation_checkpointing=False,  # the deprecated gradient_checkpointing alias warns
+            **checkpointing_arg(False),
             dataloader_num_workers=0,
             dataset_num_proc=None,
         )

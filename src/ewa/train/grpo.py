@@ -14,6 +14,7 @@ from ewa.config import section
 from ewa.errors import UserError
 from ewa.io import atomic_path, provenance, sha256_file, write_json
 from ewa.problems import Problem, read_problems
+from ewa.runtime import checkpointing_arg
 from ewa.verdicts import VERDICTS
 from ewa.data.tiers import TierError, regime_tests
 
@@ -83,7 +84,7 @@ def grpo_config(s: dict, work_dir: Path, seed: int, world_size: int = 1):
         disable_dropout=True,
         use_cpu=not torch.cuda.is_available(),
         bf16=bool(s["bf16"]),  # left unset, TRL turns bf16 on, which fails on CPU
-        activation_checkpointing=bool(s["gradient_checkpointing"]),
+        **checkpointing_arg(bool(s["gradient_checkpointing"])),
         model_init_kwargs={"dtype": "bfloat16" if s["bf16"] else "float32"},
         use_vllm=bool(s["use_vllm"]),
         **vllm,
