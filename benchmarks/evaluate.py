@@ -2,7 +2,7 @@
 measured in the same run, `--judge-duplicates` (every sampled copy run). Also reports how many
 verdicts differ between the two (timing noise on programs near the limit; 0 expected).
 
-    .venv/bin/python benchmarks/evaluate.py [--samples results/samples/alpha+0.00/mini/reasoning.jsonl]
+    .venv/bin/python benchmarks/evaluate.py [--samples results/seed0/samples/alpha+0.00/mini/reasoning.jsonl]
 
 Needs a finished `make demo` (or any run) for its samples, problems and calibration.
 """
@@ -29,8 +29,8 @@ def evaluate(args, out: Path, *extra: str) -> float:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--samples", default="results/samples/alpha+0.00/mini/reasoning.jsonl")
-    p.add_argument("--problems", default="results/data/mini/problems.jsonl")
+    p.add_argument("--samples", default="results/seed0/samples/alpha+0.00/mini/reasoning.jsonl")
+    p.add_argument("--problems", default="results/seed0/data/mini/problems.jsonl")
     p.add_argument("--calibration", default="results/calibration.json")
     p.add_argument("--workers", type=int, default=2)
     args = p.parse_args()

@@ -1,7 +1,7 @@
 """Seconds per GRPO step of the tiny model (8 prompts x 4 generations x up to 128 tokens) and the share of
 the step spent judging the reward in the sandbox. Target: reward <= 20% of the step.
 
-    .venv/bin/python benchmarks/train_step.py [--init results/init] [--steps 4] [--regime high]
+    .venv/bin/python benchmarks/train_step.py [--init results/seed0/init] [--steps 4] [--regime high]
 
 Without --init it builds a tiny init with a short SFT on the mini train split first (not timed).
 """
