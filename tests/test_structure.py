@@ -3,6 +3,7 @@ stage, and the sandbox section reaching every step that runs model code."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -49,7 +50,8 @@ try:
 except ewa.config.ConfigError as e:
     print(e)
 """
-    out = subprocess.run([fresh / "bin/python", "-c", probe], cwd=tmp_path, capture_output=True, text=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # only the fresh venv's own paths
+    out = subprocess.run([fresh / "bin/python", "-c", probe], cwd=tmp_path, capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0] == "250 True"
