@@ -113,9 +113,9 @@ def test_a_prepare_that_verifies_solutions_gets_the_sandbox_and_the_calibration(
 
 @pytest.mark.docker
 @pytest.mark.skipif(not docker_engine(), reason="no Docker engine (make docker-sandbox starts one)")
-def test_the_configured_docker_image_is_the_one_each_stage_runs(tmp_path):
-    """With backend docker and an image that does not exist, calibration and evaluation fail naming that
-    image: they started the configured image, not the default one."""
+def test_the_configured_docker_image_is_the_one_each_stage_runs(tmp_path, capsys):
+    """With backend docker and an image that does not exist, calibration and evaluation stop with one
+    line naming that image: they looked for the configured image, not the default one."""
     from ewa.cli import main
 
     config = json.dumps({"sandbox": {"backend": "docker", "docker_image": PROBE_IMAGE}})
@@ -130,5 +130,7 @@ def test_the_configured_docker_image_is_the_one_each_stage_runs(tmp_path):
             "evaluate": ["evaluate", "--config", config, "--problems", str(problems), "--samples", str(samples),
                          "--time-factor", "1", "--out", str(tmp_path / "e.parquet")]}
     for name, argv in runs.items():
-        with pytest.raises(RuntimeError, match=re.escape(PROBE_IMAGE)):
-            main(argv)
+        assert main(argv) == 2, name
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and PROBE_IMAGE in err[0], (name, err)
+        assert not list(tmp_path.glob("[ce].*")), name  # nothing half-written

@@ -182,8 +182,14 @@ def evaluate_file(problems_path: str, samples_path: str, out: str | Path, sandbo
     partial = Partial(out, fingerprint)
     done = partial.done()
     todo = [(i, s) for i, s in enumerate(samples) if (s["problem_id"], s["sample_id"]) not in done]
-    with sandbox_from_config(sandbox, calibration=calibration, workers=workers, time_factor=time_factor,
-                             resumed_time_factor=partial.meta.get("time_factor")) as sb:
+    try:
+        sb = sandbox_from_config(sandbox, calibration=calibration, workers=workers, time_factor=time_factor,
+                                 resumed_time_factor=partial.meta.get("time_factor"))
+    except Exception:
+        if not partial.chunks():  # nothing judged yet: leave nothing behind
+            shutil.rmtree(partial.dir)
+        raise
+    with sb:
         info = sb.info()
         partial.save_meta(time_factor=sb.time_factor, sandbox=info)
         runs: dict[tuple, tuple] = {}  # (problem, code) -> (sample_id run, its future)
