@@ -13,7 +13,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ewa.problems import read_problems
-from ewa.analysis.bootstrap import bootstrap_counts, weighted_means  # noqa: F401  (the metrics' CIs)
 from ewa.verdicts import AC, FAILURE_VERDICTS, VERDICTS, columns
 
 EVAL_COLUMNS = ("problem_id", "sample_id", "verdict", "tests_passed", "tests_total",

@@ -44,7 +44,6 @@ def sample_file(problems: list[Problem], setting_name: str, config: SampleConfig
     `sandbox`: the config's sandbox section, for the settings that run code; `calibration`: its
     calibration.json.
     """
-    sandbox_section = sandbox
     setting_cls = setting_class(setting_name)
     backend_name = resolve_backend(config.backend)
     tokenizer = load_tokenizer(model_dir)
@@ -59,19 +58,19 @@ def sample_file(problems: list[Problem], setting_name: str, config: SampleConfig
     with contextlib.ExitStack() as stack:
         stack.callback(writer.close)
         if todo:
-            sandbox = None
+            runner = None  # the sandbox tool calls and feedback run in
             if setting_cls.uses_sandbox:
                 from ewa.config import section
                 from ewa.sandbox import sandbox_from_config
 
-                sandbox = stack.enter_context(sandbox_from_config(
-                    section("sandbox", sandbox_section), calibration=calibration, workers=workers))
-                sandbox_info = sandbox.info()
+                runner = stack.enter_context(sandbox_from_config(
+                    section("sandbox", sandbox), calibration=calibration, workers=workers))
+                sandbox_info = runner.info()
                 from ewa.sandbox.semantics import provenance as judge_provenance
                 sandbox_info["judge"] = judge_provenance(p.judge for p in problems)
             backend = stack.enter_context(make_backend(backend_name, model_dir, tokenizer, config))
             backend_info = backend.info
-            setting = setting_cls(config, tokenizer, sandbox, workers)
+            setting = setting_cls(config, tokenizer, runner, workers)
             bar = stack.enter_context(tqdm(total=len(problems), initial=len(done), unit="problem",
                                            desc=f"sample {setting_name}", disable=not progress))
             # Chunks are fixed slices of the problem list, so a resumed run batches as the first did.
