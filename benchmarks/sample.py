@@ -27,7 +27,7 @@ from ewa.problems import Problem, make_test  # noqa: E402
 from ewa.prompts import reasoning_messages  # noqa: E402
 from ewa.sample.backends import make_backend  # noqa: E402
 from ewa.sample.backends.vllm import vllm_python  # noqa: E402
-from ewa.sample.chat import load_tokenizer, render, stop_token_ids  # noqa: E402
+from ewa.chat import load_tokenizer, render, stop_token_ids  # noqa: E402
 from ewa.sample.config import SampleConfig  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out" / "sample"

@@ -87,7 +87,8 @@ def sandbox_config(wildcards):
 
 
 def init_config(wildcards):
-    return job_config(wildcards, model=config["model"])
+    # The sandbox runs the programs of the tool-use and agentic SFT traces.
+    return job_config(wildcards, model=config["model"], sandbox=config["sandbox"])
 
 
 def train_config(wildcards):

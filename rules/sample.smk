@@ -26,5 +26,5 @@ rule sample:
         "results/seed{seed}/benchmarks/sample/alpha{tag}/{benchmark}/{setting}.tsv"
     shell:
         "ewa sample --config {params.config:q} --model {input.model} --problems {input.problems} "
-        "--setting {wildcards.setting} --max-k {params.max_k} {params.calibration} "
+        "--setting {wildcards.setting} --stream alpha{wildcards.tag} --max-k {params.max_k} {params.calibration} "
         "--workers {threads} --threads {threads} --out {output.samples} 2> {log}"

@@ -16,7 +16,7 @@ from ewa.init.tiny import build_tiny_model, train_tokenizer
 from ewa.problems import Problem, make_test, write_problems
 from ewa.sample.backends import Completion, make_backend, resolve_backend
 from ewa.sample.backends.vllm import vllm_python
-from ewa.sample.chat import load_tokenizer, render
+from ewa.chat import load_tokenizer, render
 from ewa.sample.config import SampleConfig
 from ewa.sample.records import partial_path
 from ewa.sample.run import provenance_path, sample_file

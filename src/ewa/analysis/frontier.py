@@ -12,6 +12,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from ewa.alphas import alpha_label, alpha_tag
+from ewa.analysis.behaviour import behaviour_table
 from ewa.analysis.bootstrap import bootstrap_counts, weighted_means
 from ewa.analysis.ensemble import EnsembleSettings, matched_budget_table
 from ewa.analysis.metrics import (MetricsSettings, VerdictCounts, pass_at_k_or_nan, per_problem_stats,
@@ -19,7 +20,7 @@ from ewa.analysis.metrics import (MetricsSettings, VerdictCounts, pass_at_k_or_n
 from ewa.io import atomic_path, provenance, write_json
 
 TABLES = ("frontier.csv", "frontier_by_difficulty.csv", "pass_at_k_curves.csv", "solve_matrix.parquet",
-          "solve_matrix.csv", "overlaps.csv", "ensembles.csv", "summary.json", "provenance.json")
+          "solve_matrix.csv", "overlaps.csv", "ensembles.csv", "behaviour.csv", "summary.json", "provenance.json")
 PLOTS = ("frontier", "pass_at_k", "ensembles", "overlaps")
 PLOT_FORMATS = ("png", "svg")
 
@@ -168,6 +169,7 @@ def write_frontier(grid: AlphaGrid, out_dir: Path, metrics: MetricsSettings, ens
         wide.reset_index().to_csv(tmp / "solve_matrix.csv", index=False)
         pairs.to_csv(tmp / "overlaps.csv", index=False)
         ens.to_csv(tmp / "ensembles.csv", index=False)
+        behaviour_table(grid.alphas, grid.sources).to_csv(tmp / "behaviour.csv", index=False)
         write_json(tmp / "summary.json", summary)
         if formats:
             from ewa.analysis import plots  # matplotlib only when plotting

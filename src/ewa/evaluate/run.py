@@ -12,6 +12,10 @@ the file's provenance records the name, version and description of every one use
 
 A sample whose `code` is null (its setting found no answer) is CE; evaluation never re-extracts code
 from its completion (see `submission`).
+
+A multi-turn sample (agentic: `turn_codes` lists every turn's program) also has its first attempt
+judged: `first_verdict` is that verdict, so first-attempt and final solve rates can be compared. For a
+one-turn sample it equals `verdict`.
 """
 from __future__ import annotations
 
@@ -31,7 +35,8 @@ from ewa.sandbox.extract import extract_code
 from ewa.sandbox.results import SampleResult
 
 CHUNK = 64
-RESULT_COLUMNS = ("problem_id", "sample_id", "duplicate_of", "judge", "verdict", "tests_passed", "tests_total",
+RESULT_COLUMNS = ("problem_id", "sample_id", "duplicate_of", "judge", "verdict", "first_verdict", "tests_passed",
+                  "tests_total",
                   "first_failed_test", "first_failed_tier", "cpu_time_s", "peak_memory_mb", "tests",
                   "backstop_kills")
 TEST_TYPE = pa.list_(pa.struct([("index", pa.int64()), ("verdict", pa.string()), ("cpu_time_s", pa.float64()),
@@ -60,6 +65,16 @@ def submission(rec: dict, where: str) -> str | None:
     raise UserError(f"{where}: needs a field 'code' or 'completion' (code: a string, or null for no answer)")
 
 
+def first_attempt(rec: dict, where: str) -> str | None:
+    """The first turn's program of a multi-turn record (None: one turn, or no `turn_codes`)."""
+    turns = rec.get("turn_codes")
+    if turns is None:
+        return None
+    if not isinstance(turns, list) or any(c is not None and not isinstance(c, str) for c in turns):
+        raise UserError(f"{where}: field 'turn_codes' must be a list of programs (strings, or null for a turn without one)")
+    return turns[0] if len(turns) > 1 else None
+
+
 def load_samples(path: str, problems: dict[str, Problem]) -> list[dict]:
     samples, seen = [], set()
     for lineno, rec in read_jsonl(path):
@@ -76,7 +91,8 @@ def load_samples(path: str, problems: dict[str, Problem]) -> list[dict]:
         seen.add((pid, sid))
         code = submission(rec, where)
         carried = {k: v for k, v in rec.items() if k not in ("problem_id", "sample_id", "code", "completion")}
-        samples.append({"problem_id": pid, "sample_id": sid, "code": code, "carried": carried})
+        samples.append({"problem_id": pid, "sample_id": sid, "code": code, "first_code": first_attempt(rec, where),
+                        "carried": carried})
     return samples
 
 
@@ -95,9 +111,10 @@ def load_tiers(path: str, problems: dict[str, Problem]) -> dict[str, list[int]]:
     return tiers
 
 
-def row(sample: dict, order: int, r: SampleResult, duplicate_of=None) -> dict:
+def row(sample: dict, order: int, r: SampleResult, duplicate_of=None, first: SampleResult | None = None) -> dict:
     out = {"_order": order, "problem_id": sample["problem_id"], "sample_id": sample["sample_id"],
-           "duplicate_of": duplicate_of, "judge": r.judge, "verdict": r.verdict, "tests_passed": r.tests_passed,
+           "duplicate_of": duplicate_of, "judge": r.judge, "verdict": r.verdict,
+           "first_verdict": (first or r).verdict, "tests_passed": r.tests_passed,
            "tests_total": r.tests_total,
            "first_failed_test": r.first_failed_test, "first_failed_tier": r.first_failed_tier,
            "cpu_time_s": r.cpu_time_s, "peak_memory_mb": r.peak_memory_mb,
@@ -192,22 +209,31 @@ def evaluate_file(problems_path: str, samples_path: str, out: str | Path, sandbo
     with sb:
         info = sb.info()
         partial.save_meta(time_factor=sb.time_factor, sandbox=info)
-        runs: dict[tuple, tuple] = {}  # (problem, code) -> (sample_id run, its future)
+        runs: dict[tuple, tuple] = {}  # (problem, code) -> (sample_id that ran it, its future)
+
+        def judged(key: tuple, s: dict, code):
+            """The future judging `code` for sample s, and the sample whose run it shares (None: its own)."""
+            if key in runs:
+                return runs[key][1], runs[key][0]
+            pid = s["problem_id"]
+            runs[key] = (s["sample_id"], sb.submit(problems[pid], code, early_stop=early_stop,
+                                                   test_tiers=tiers[pid] if tiers else None))
+            return runs[key][1], None
+
         futures = []
         for i, s in todo:
-            key = (s["problem_id"], s["code"]) if not judge_duplicates else (i,)
-            if key in runs:
-                futures.append((i, s, runs[key][1], runs[key][0]))
-                continue
-            fut = sb.submit(problems[s["problem_id"]], s["code"], early_stop=early_stop,
-                            test_tiers=tiers[s["problem_id"]] if tiers else None)
-            runs[key] = (s["sample_id"], fut)
-            futures.append((i, s, fut, None))
+            pid = s["problem_id"]
+            fut, twin = judged((pid, s["code"]) if not judge_duplicates else (i,), s, s["code"])
+            first = None
+            if s["first_code"] is not None:
+                key = (pid, s["first_code"]) if not judge_duplicates else (i, "first")
+                first = judged(key, s, s["first_code"])[0]
+            futures.append((i, s, fut, twin, first))
         print(f"ewa evaluate: {len(todo)} samples to judge, {len(runs)} distinct programs run")
         rows = []
-        for i, s, fut, twin in tqdm(futures, desc="evaluate", unit="sample", initial=len(done),
-                                    total=len(samples), mininterval=2.0):
-            rows.append(row(s, i, fut.result(), twin))
+        for i, s, fut, twin, first in tqdm(futures, desc="evaluate", unit="sample", initial=len(done),
+                                           total=len(samples), mininterval=2.0):
+            rows.append(row(s, i, fut.result(), twin, first.result() if first else None))
             if len(rows) >= chunk_size:
                 partial.write(rows)
                 rows = []

@@ -2,9 +2,11 @@
 here, or a local Hugging Face model directory (validated, linked, optionally SFT'd)."""
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
+from collections import Counter
 from pathlib import Path
 
 from ewa.checkpoint import check_model_dir
@@ -17,9 +19,14 @@ log = logging.getLogger(__name__)
 PROVENANCE_FILE = "ewa_init.json"
 
 
-def tokenizer_corpus(problems: list[Problem]) -> list[str]:
-    """Texts the tiny tokenizer learns from: the bundled mini corpus, the train problems and the prompts."""
+def tokenizer_corpus(problems: list[Problem], examples: list[dict]) -> list[str]:
+    """Texts the tiny tokenizer learns from: the bundled mini corpus, the train problems, the prompts and
+    every SFT example as the chat template renders it (so template boilerplate, tool-call JSON and
+    feedback become short token sequences)."""
+    from transformers.utils.chat_template_utils import render_jinja_template
+
     from ewa.data.mini import corpus_texts
+    from ewa.init.tiny import CHAT_TEMPLATE
 
     texts = [SYSTEM_PROMPT, *IO_INSTRUCTIONS.values(), *PLANS.values()]
     texts += list(corpus_texts())
@@ -27,21 +34,41 @@ def tokenizer_corpus(problems: list[Problem]) -> list[str]:
         texts += [p.statement, p.starter_code]
         solutions = p.meta.get("solutions") or {}
         texts += [solutions.get("brute") or "", solutions.get("efficient") or "", *(solutions.get("wrong") or [])]
+    for e in dict.fromkeys(json.dumps(e, sort_keys=True) for e in examples):  # each distinct example once
+        e = json.loads(e)
+        rendered, _ = render_jinja_template(conversations=[e["prompt"] + e["completion"]], tools=json.loads(e["tools"]),
+                                            chat_template=CHAT_TEMPLATE)
+        texts.append(rendered[0])
     return [t for t in texts if t]
 
 
-def build_tiny(model: dict, problems: list[Problem], out: Path, seed: int) -> dict:
-    from ewa.init.sft import run_sft, sft_examples
+def warm_start_examples(problems: list[Problem], sft: dict, sandbox: dict | None) -> list[dict]:
+    """The SFT rows of every setting; tools and agentic traces run their candidates in the sandbox."""
+    from ewa.config import section
+    from ewa.init.traces import sft_examples
+    from ewa.sandbox import sandbox_from_config
+
+    if not (sft["mix"]["tools"] or sft["mix"]["agentic"]):
+        return sft_examples(problems, sft["mix"])
+    # Factor 1: the traces run public tests only, whose verdicts no result depends on.
+    with sandbox_from_config(section("sandbox", sandbox), time_factor=1.0) as runner:
+        return sft_examples(problems, sft["mix"], runner)
+
+
+def build_tiny(model: dict, problems: list[Problem], out: Path, seed: int, sandbox: dict | None) -> dict:
+    from ewa.init.sft import run_sft
     from ewa.init.tiny import build_tiny_model, count_parameters, tiny_settings, train_tokenizer
 
     tiny, sft = tiny_settings(model["tiny"]), model["sft"]
-    tokenizer = train_tokenizer(tokenizer_corpus(problems), tiny["vocab_size"])
+    examples = warm_start_examples(problems, sft, sandbox) if sft["steps"] > 0 else []
+    tokenizer = train_tokenizer(tokenizer_corpus(problems, examples), tiny["vocab_size"])
     tokenizer.model_max_length = tiny["max_position_embeddings"]
     net = build_tiny_model(tokenizer, tiny, seed)
     log.info("tiny Qwen2: %d parameters, vocabulary %d", count_parameters(net), len(tokenizer))
     summary = {"parameters": count_parameters(net), "vocab_size": len(tokenizer), "tiny": tiny, "sft": sft}
-    if sft["steps"] > 0:
-        summary["sft_result"] = run_sft(net, tokenizer, sft_examples(problems, sft["mix"]), sft, seed)
+    if examples:
+        summary["sft_examples"] = dict(Counter(e["setting"] for e in examples))
+        summary["sft_result"] = run_sft(net, tokenizer, examples, sft, seed)
     net.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return summary
@@ -57,25 +84,27 @@ def link_or_copy(src: Path, dst: Path) -> None:
     shutil.copytree(src, dst, copy_function=link, dirs_exist_ok=True)
 
 
-def adopt_hf(path: Path, model: dict, problems: list[Problem], out: Path, seed: int) -> dict:
+def adopt_hf(path: Path, model: dict, problems: list[Problem], out: Path, seed: int, sandbox: dict | None) -> dict:
     sft = model["sft"]
     if not sft["steps"]:
         link_or_copy(path, out)
         return {"source": str(path.resolve())}
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ewa.init.sft import run_sft, sft_examples
+    from ewa.init.sft import run_sft
 
     tokenizer = AutoTokenizer.from_pretrained(path)
     net = AutoModelForCausalLM.from_pretrained(path, dtype="auto")
-    result = run_sft(net, tokenizer, sft_examples(problems, sft["mix"]), sft, seed)
+    result = run_sft(net, tokenizer, warm_start_examples(problems, sft, sandbox), sft, seed)
     net.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return {"source": str(path.resolve()), "sft": sft, "sft_result": result}
 
 
-def build_init(model: dict, problems_path: str | os.PathLike, out: str | os.PathLike, seed: int = 0) -> dict:
-    """Write the shared init (the validated `model` section) to `out` atomically; returns its provenance."""
+def build_init(model: dict, problems_path: str | os.PathLike, out: str | os.PathLike, seed: int = 0,
+               sandbox: dict | None = None) -> dict:
+    """Write the shared init (the validated `model` section) to `out` atomically; returns its provenance.
+    `sandbox` (the config's section) runs the tools and agentic SFT traces' programs."""
     init = model["init"]
     source = None if init == "tiny" else check_model_dir(init)  # bad input fails before any work
     if source is None:
@@ -84,8 +113,8 @@ def build_init(model: dict, problems_path: str | os.PathLike, out: str | os.Path
     problems = read_problems(problems_path)
     with atomic_path(out) as tmp:
         tmp.mkdir()
-        summary = (build_tiny(model, problems, tmp, seed) if source is None
-                   else adopt_hf(source, model, problems, tmp, seed))
+        summary = (build_tiny(model, problems, tmp, seed, sandbox) if source is None
+                   else adopt_hf(source, model, problems, tmp, seed, sandbox))
         record = provenance(
             {**model, "seed": seed}, init=init, seed=seed, problems=str(problems_path),
             problems_sha256=sha256_file(problems_path), n_problems=len(problems), **summary,

@@ -1,43 +1,19 @@
-"""Supervised warm start of the shared init: TRL's SFTTrainer on the reference solutions of the train
-problems (brute force, efficient, and wrong efficient attempts), completion-only loss.
+"""Supervised warm start of the shared init: TRL's SFTTrainer on traces of all three inference settings
+built from the train problems' reference solutions (ewa.init.traces), completion-only loss.
 """
 from __future__ import annotations
 
 import tempfile
-from typing import Sequence
-
 import torch
 from datasets import Dataset
 from trl import SFTConfig, SFTTrainer
 
 from ewa.config import section
-from ewa.problems import Problem
 from ewa.runtime import checkpointing_arg
-from ewa.prompts import code_answer, reasoning_messages
 
 def sft_settings(settings: dict | None = None) -> dict:
     """`model.sft` validated, with the schema's defaults."""
     return section("model", {"sft": settings or {}})["sft"]
-
-
-def solution_variants(problem: Problem) -> list[tuple[str, str]]:
-    """(kind, source) for every reference solution a problem ships in meta['solutions']."""
-    solutions = problem.meta.get("solutions") or {}
-    out = [(kind, solutions[kind]) for kind in ("brute", "efficient") if solutions.get(kind)]
-    out += [("wrong", src) for src in solutions.get("wrong") or []]
-    return out
-
-
-def sft_examples(problems: Sequence[Problem], mix: dict) -> list[dict]:
-    """Conversational prompt-completion rows (TRL's format) in a fixed order; the trainer shuffles by seed."""
-    rows = []
-    for problem in problems:
-        prompt = reasoning_messages(problem)
-        for kind, source in solution_variants(problem):
-            completion = [{"role": "assistant", "content": code_answer(source, kind)}]
-            row = {"prompt": prompt, "completion": completion, "kind": kind, "problem_id": problem.id}
-            rows += [row] * int(mix[kind])
-    return rows
 
 
 def run_sft(model, tokenizer, examples: list[dict], settings: dict, seed: int) -> dict:
@@ -45,7 +21,7 @@ def run_sft(model, tokenizer, examples: list[dict], settings: dict, seed: int) -
     s = sft_settings(settings)
     if not examples:
         raise ValueError("model.sft: the train problems ship no reference solutions (meta.solutions) to warm-start on")
-    dataset = Dataset.from_list([{"prompt": e["prompt"], "completion": e["completion"]} for e in examples])
+    dataset = Dataset.from_list([{k: e[k] for k in ("prompt", "completion", "tools")} for e in examples])
     with tempfile.TemporaryDirectory(prefix="ewa-sft-") as work:
         config = SFTConfig(
             output_dir=work,
@@ -57,6 +33,10 @@ def run_sft(model, tokenizer, examples: list[dict], settings: dict, seed: int) -
             weight_decay=float(s["weight_decay"]),
             max_length=int(s["max_length"]),
             completion_only_loss=True,
+            assistant_only_loss=True,  # within a completion, not the tool outputs between assistant turns
+            # Batches of similar length: tool-use rows are 3x as long as reasoning rows, and padding a
+            # batch to its longest row tripled the step time.
+            train_sampling_strategy="group_by_length",
             logging_steps=int(s["logging_steps"]),
             save_strategy="no",
             report_to="none",

@@ -14,20 +14,19 @@ from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen2Tokenizer
 # pre-tokenizer was saved with Qwen's split regex + NFC: the tiny tokenizer is trained with exactly
 # that pipeline so token ids agree in every tool.
 from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
+from trl.chat_template_utils import qwen2_5_chat_template
 
 from ewa.config import section
 from ewa.errors import ConfigError
 
 ENDOFTEXT, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
 SPECIAL_TOKENS = (ENDOFTEXT, IM_START, IM_END)  # ids 0, 1, 2
+# Qwen2.5 adds its tool-call tags as ordinary (not special) tokens, so decoding keeps them.
+TOOL_CALL_TOKENS = ("<tool_call>", "</tool_call>")
 
-# ChatML, as Qwen's instruct models use it; the assistant turn ends in <|im_end|>, the eos token.
-CHAT_TEMPLATE = (
-    "{%- for message in messages %}"
-    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
-    "{%- endfor %}"
-    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
-)
+# Qwen2.5-Instruct's own chat template, byte for byte as TRL ships it: the tiny model renders prompts,
+# tools and tool calls exactly as Qwen2.5-Coder does, and TRL's response parser recognises it.
+CHAT_TEMPLATE = qwen2_5_chat_template
 
 def qwen2_pipeline(tokenizer: Tokenizer) -> Tokenizer:
     """Give `tokenizer` the normalizer, pre-tokenizer and decoder transformers' Qwen2Tokenizer uses."""
@@ -57,6 +56,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int) -> Qwen2Tokenizer:
         unk_token=ENDOFTEXT, bos_token=None, eos_token=IM_END, pad_token=ENDOFTEXT,
     )
     tokenizer.add_special_tokens({"additional_special_tokens": [IM_START]})
+    tokenizer.add_tokens(list(TOOL_CALL_TOKENS))
     tokenizer.chat_template = CHAT_TEMPLATE
     return tokenizer
 

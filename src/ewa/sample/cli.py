@@ -18,6 +18,8 @@ def add_sample_arguments(p) -> None:
     p.add_argument("--calibration", default=None, help="calibration.json of `ewa calibrate` (default: measure now)")
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads of the hf backend (default: torch's; 1 avoids spin contention on busy cores)")
+    p.add_argument("--stream", default=None,
+                   help="name of this model's random stream (default: the model directory's name, e.g. alpha+0.50)")
     p.add_argument("--limit-problems", type=int, default=None, metavar="K", help="only the first K problems")
 
 
@@ -28,7 +30,10 @@ def sample(args, config: dict) -> int:
     from ewa.sample.run import sample_file
     from ewa.sample.settings import setting_class
 
-    settings = SampleConfig.from_dict(config["sample"], seed=config["seed"])
+    from pathlib import Path
+
+    stream = args.stream if args.stream is not None else Path(args.model).resolve().name
+    settings = SampleConfig.from_dict(config["sample"], seed=config["seed"], stream=stream)
     setting_class(args.setting)
     resolve_backend(settings.backend)
     if args.max_k is not None and settings.n < args.max_k:

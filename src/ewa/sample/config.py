@@ -21,6 +21,7 @@ class AgenticConfig:
 class SampleConfig:
     n: int  # samples per problem
     max_new_tokens: int  # tokens per generation call (one turn, or one stretch between tool calls)
+    max_total_tokens: int  # generated tokens per sample, shared by all its calls and turns
     temperature: float  # 0 means greedy
     top_p: float
     batch_size: int  # sequences per hf generate call; hf results are reproducible per batch_size
@@ -29,11 +30,15 @@ class SampleConfig:
     assistant_prefix: str  # text every assistant turn starts with (e.g. to force a format)
     tools: ToolsConfig
     agentic: AgenticConfig
-    seed: int = 0  # the run's seed; each sample's seed derives from it, the problem id and the sample index
+    common_random_numbers: bool  # every model draws the same random streams (paired comparisons)
+    seed: int = 0  # the run's seed; each sample's seed derives from it, the stream, the problem and the index
+    stream: str = ""  # which model's draws these are (e.g. alpha+0.50); unused with common random numbers
 
     @classmethod
-    def from_dict(cls, d: dict | None, seed: int = 0) -> "SampleConfig":
-        """Validate the config's `sample` section (errors name the key) and fill the schema's defaults."""
+    def from_dict(cls, d: dict | None, seed: int = 0, stream: str = "") -> "SampleConfig":
+        """Validate the config's `sample` section (errors name the key) and fill the schema's defaults.
+
+        `stream` names the model sampled, so that different models draw independent samples."""
         from ewa.config import section
 
         s = section("sample", {k: v for k, v in (d or {}).items() if k != "seed"})
@@ -41,12 +46,13 @@ class SampleConfig:
         s["temperature"], s["top_p"] = float(s["temperature"]), float(s["top_p"])
         tools = {**s["tools"], "time_limit_s": float(s["tools"]["time_limit_s"])}
         return cls(**{**s, "tools": ToolsConfig(**tools), "agentic": AgenticConfig(**s["agentic"]),
-                      "seed": int((d or {}).get("seed", seed))})
+                      "seed": int((d or {}).get("seed", seed)),
+                      "stream": "" if s["common_random_numbers"] else stream})
 
     def params(self, setting: str) -> dict:
         """What a record stores to be regenerated: everything that shapes this setting's samples."""
-        out = {k: getattr(self, k) for k in ("n", "max_new_tokens", "temperature", "top_p", "batch_size",
-                                             "seed", "assistant_prefix")}
+        out = {k: getattr(self, k) for k in ("n", "max_new_tokens", "max_total_tokens", "temperature", "top_p",
+                                             "batch_size", "seed", "stream", "assistant_prefix")}
         if setting in ("tools", "agentic"):
             out[setting] = dataclasses.asdict(getattr(self, setting))
         return out

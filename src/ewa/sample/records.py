@@ -21,8 +21,16 @@ def derive_seed(*parts) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
-def sample_seed(base_seed: int, problem_id: str, sample_index: int) -> int:
-    return derive_seed(base_seed, problem_id, sample_index)
+def sample_seed(config, problem_id: str, sample_index: int) -> int:
+    """A sample's seed: from the run's seed, the model's stream, the problem and the sample index.
+
+    With a stream per model (the default) two alphas draw independent samples, as the ensemble
+    estimator assumes; common random numbers (stream "") share draws across models for paired
+    comparisons.
+    """
+    if config.stream:
+        return derive_seed(config.seed, config.stream, problem_id, sample_index)
+    return derive_seed(config.seed, problem_id, sample_index)
 
 
 def partial_path(out: str | os.PathLike) -> Path:

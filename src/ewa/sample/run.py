@@ -13,13 +13,13 @@ from tqdm import tqdm
 from ewa.io import provenance, write_json, write_jsonl
 from ewa.problems import Problem
 from ewa.sample.backends import make_backend, resolve_backend
-from ewa.sample.chat import load_tokenizer
+from ewa.chat import load_tokenizer
 from ewa.sample.config import SampleConfig
 from ewa.sample.records import PartialWriter, partial_path, read_partial
 from ewa.sample.settings import Sample, setting_class
 
-RECORD_FIELDS = ("problem_id", "sample_id", "seed", "setting", "model", "backend", "code", "completion",
-                 "tokens_generated", "turns", "tool_calls", "finish_reason", "params")
+RECORD_FIELDS = ("problem_id", "sample_id", "seed", "setting", "model", "backend", "code", "turn_codes",
+                 "completion", "tokens_generated", "turns", "tool_calls", "tool_outcomes", "finish_reason", "params")
 
 
 def provenance_path(out: str | os.PathLike) -> Path:
@@ -31,8 +31,9 @@ def record(s: Sample, expect: dict) -> dict:
     """One JSONL record: the submission, the transcript, and all that is needed to regenerate it."""
     return {
         "problem_id": s.problem.id, "sample_id": s.sample_id, "seed": s.seed, "code": s.code,
-        "completion": s.completion, "tokens_generated": s.tokens_generated, "turns": s.turns,
-        "tool_calls": s.tool_calls, "finish_reason": s.finish_reason, **expect,
+        "turn_codes": s.turn_codes, "completion": s.completion, "tokens_generated": s.tokens_generated,
+        "turns": s.turns, "tool_calls": s.tool_calls, "tool_outcomes": s.tool_outcomes,
+        "finish_reason": s.finish_reason, **expect,
     }
 
 

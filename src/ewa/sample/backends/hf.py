@@ -15,7 +15,7 @@ from transformers import AutoModelForCausalLM, GenerationConfig, LogitsProcessor
 from transformers import StoppingCriteria, StoppingCriteriaList
 
 from ewa.sample.backends import Backend, Completion
-from ewa.sample.chat import stop_token_ids
+from ewa.chat import stop_token_ids
 
 
 class SeededSampler(LogitsProcessor):

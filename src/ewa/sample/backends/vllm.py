@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from ewa.sample.backends import Backend, Completion
-from ewa.sample.chat import stop_token_ids
+from ewa.chat import stop_token_ids
 
 WORKER = Path(__file__).parents[1] / "vllm_worker.py"  # not beside vllm.py: it would shadow vllm
 REPO = Path(__file__).resolve().parents[4]

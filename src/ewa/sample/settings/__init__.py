@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from ewa.problems import Problem
-from ewa.sample.chat import render
+from ewa.chat import render
 from ewa.sample.config import SampleConfig
-from ewa.sample.records import derive_seed
+from ewa.sample.records import derive_seed, sample_seed
 
 SETTINGS = {
     "reasoning": "ewa.sample.settings.reasoning:Reasoning",
@@ -27,9 +27,12 @@ class Sample:
     sample_id: int
     seed: int  # derived from the base seed, the problem id and sample_id; each call derives from it
     messages: list[dict]
-    assistant: str = ""  # the assistant turn being written (prefix, generated text, tool outputs)
-    completion: str = ""  # the transcript after the prompt, once done
+    assistant: str = ""  # the start of the assistant turn being written (the configured prefix)
+    prompt: str = ""  # the rendered conversation the last generate call continued
+    completion: str = ""  # the transcript after the opening messages, once done
     code: str | None = None
+    turn_codes: list = field(default_factory=list)  # every submitted program, one per answer turn
+    tool_outcomes: list = field(default_factory=list)  # per tool call: the sandbox status, or why it did not run
     tokens_generated: int = 0
     turns: int = 0
     tool_calls: int = 0
@@ -42,6 +45,7 @@ class Sample:
 class Setting(ABC):
     name: ClassVar[str]
     uses_sandbox: ClassVar[bool] = False
+    tools: ClassVar[list[dict] | None] = None  # JSON schemas passed to the chat template
 
     def __init__(self, config: SampleConfig, tokenizer, sandbox=None, workers: int = 1):
         if self.uses_sandbox and sandbox is None:
@@ -57,24 +61,29 @@ class Setting(ABC):
         """Advance every sample until done; fills code, completion and the counters."""
 
     def start(self, problem: Problem, sample_id: int) -> Sample:
-        return Sample(problem, sample_id, derive_seed(self.config.seed, problem.id, sample_id),
-                      self.messages(problem))
+        messages = self.messages(problem)
+        return Sample(problem, sample_id, sample_seed(self.config, problem.id, sample_id), messages,
+                      extra={"opening": len(messages)})
 
     def generate(self, samples: list[Sample], backend, stop=()) -> list[tuple[Sample, object]]:
         """One generate call continuing each sample's open assistant turn; returns (sample, completion).
 
-        A sample whose context is full ends here with finish_reason "context".
+        A call gets at most max_new_tokens, and all calls of a sample share max_total_tokens, so every
+        setting spends the same compute per sample. A sample out of budget or context ends here
+        (finish_reason "budget" or "context").
         """
         todo, prompts, budgets = [], [], []
         for s in samples:
-            prompt = render(self.tokenizer, s.messages) + s.assistant
-            budget = min(self.config.max_new_tokens, backend.context_length - backend.count_tokens(prompt))
-            if budget <= 0:
-                s.done, s.finish_reason = True, "context"
+            s.prompt = render(self.tokenizer, s.messages, tools=self.tools)
+            prompt = s.prompt + s.assistant
+            left = self.config.max_total_tokens - s.tokens_generated
+            room = backend.context_length - backend.count_tokens(prompt)
+            if min(left, room) <= 0:
+                s.done, s.finish_reason = True, "budget" if left <= 0 else "context"
                 continue
             todo.append(s)
             prompts.append(prompt)
-            budgets.append(budget)
+            budgets.append(min(self.config.max_new_tokens, left, room))
         if not todo:
             return []
         seeds = [derive_seed(s.seed, s.calls) for s in todo]
@@ -85,6 +94,14 @@ class Setting(ABC):
             s.finish_reason = c.finish_reason
         return list(zip(todo, completions))
 
+    def transcript(self, s: Sample) -> str:
+        """Every message after the opening ones, rendered as the model saw them."""
+        opening = render(self.tokenizer, s.messages[:s.extra["opening"]], add_generation_prompt=False, tools=self.tools)
+        full = render(self.tokenizer, s.messages, add_generation_prompt=False, tools=self.tools)
+        if full.startswith(opening):
+            return full[len(opening):]
+        return "".join(f"{m['role']}: {m['content']}\n\n" for m in s.messages[s.extra["opening"]:])
+
     def map_sandbox(self, fn, items: list) -> list:
         """fn over items with as many sandbox calls in flight as there are workers."""
         if self.workers <= 1 or len(items) <= 1:
@@ -93,16 +110,6 @@ class Setting(ABC):
 
         with ThreadPoolExecutor(self.workers) as pool:
             return list(pool.map(fn, items))
-
-
-def with_system(messages: list[dict], extra: str) -> list[dict]:
-    """`messages` with `extra` appended to the system message (one is added if there is none)."""
-    out = [dict(m) for m in messages]
-    if out and out[0]["role"] == "system":
-        out[0]["content"] = out[0]["content"].rstrip() + "\n" + extra
-    else:
-        out.insert(0, {"role": "system", "content": extra})
-    return out
 
 
 def setting_class(name: str) -> type[Setting]:

@@ -23,3 +23,4 @@ class Reasoning(Setting):
             s.turns, s.done = 1, True
             s.completion = s.assistant
             s.code = extract_code(s.assistant)
+            s.turn_codes = [s.code]

@@ -1,105 +1,91 @@
-"""`tools`: the model may run Python mid-answer. A `<tool: python>\\n...\\n</tool>` block stops
-generation; the code runs in the sandbox (tools.time_limit_s) and `<output>\\n...\\n</output>` is
-appended before generation continues, at most tools.max_tool_calls times. The last fenced python
-block outside tool calls and outputs is the submission.
+"""`tools`: the model may run Python mid-answer, through its chat template's native tool calling.
+
+The `python` tool (ewa.chat.PYTHON_TOOL: `code`, optional `stdin`) is passed as `tools=`; each generated
+turn is parsed with the tokenizer's response parser, every call's code runs in the sandbox
+(tools.time_limit_s) and its output comes back as a `tool` message the template renders. A malformed or
+unknown call gets a `tool` message saying so. The sample ends with the first turn that calls no tool
+(or when its token budget, tools.max_tool_calls + 1 turns, or the context runs out); its submission is
+the last fenced python block the model wrote outside tool calls.
 """
 from __future__ import annotations
 
-import re
-
-from ewa.prompts import reasoning_messages
-from ewa.sample.settings import Setting, with_system
+from ewa.chat import PYTHON_TOOL, ToolCall, parse_turn, supports_tools
+from ewa.prompts import TOOL_CALLS_USED_UP, tool_output, tools_messages
+from ewa.sample.settings import Setting
 from ewa.sandbox.extract import extract_code
-from ewa.sandbox.results import RunResult
-from ewa.verdicts import MLE, TLE
 
-TOOL_OPEN, TOOL_CLOSE = "<tool: python>", "</tool>"
-TOOL_CALL = re.compile(re.escape(TOOL_OPEN) + r".*?" + re.escape(TOOL_CLOSE), re.DOTALL)
-OUTPUT_CHARS = 1000  # a tool's output is context the model pays for on every later token
-SYSTEM = ("You may run Python while you work: write\n" + TOOL_OPEN + "\ncode\n" + TOOL_CLOSE +
-          "\nand its output appears as <output>...</output>. At most {calls} calls. "
-          "End with the full program in one ```python block.")
-
-
-def tool_code(assistant: str) -> str:
-    """The code of the tool call that `assistant` ends with ('' if no call was opened)."""
-    body = assistant[:-len(TOOL_CLOSE)]
-    at = body.rfind(TOOL_OPEN)
-    if at < 0 or "</output>" in body[at:]:
-        return ""
-    code = body[at + len(TOOL_OPEN):].strip("\n")
-    fenced = extract_code(code + "\n")  # models often fence the code inside the tag
-    return fenced if fenced is not None else code + "\n"
-
-
-def format_output(result, time_limit_s: float) -> str:
-    text = result.stdout
-    if result.status != "ok" or result.stderr.strip():
-        text += "\n".join(result.stderr.strip().splitlines()[-5:])
-    if result.status == TLE:
-        text += f"\n(stopped: took longer than {time_limit_s:g} s)"
-    elif result.status == MLE:
-        text += "\n(stopped: used too much memory)"
-    text = text.strip("\n")
-    if len(text) > OUTPUT_CHARS:
-        text = text[:OUTPUT_CHARS] + "\n...(truncated)"
-    return f"\n<output>\n{text}\n</output>\n"
+def call_problem(call: ToolCall) -> str | None:
+    """Why `call` cannot run (a message for the model), or None when it can."""
+    if call.name != PYTHON_TOOL["function"]["name"]:
+        return f"error: unknown tool {call.name!r}; the only tool is python"
+    if not isinstance(call.arguments.get("code"), str) or not call.arguments["code"].strip():
+        return "error: the python tool needs a non-empty string argument 'code'"
+    if not isinstance(call.arguments.get("stdin", ""), str):
+        return "error: the python tool's argument 'stdin' must be a string"
+    return None
 
 
 class Tools(Setting):
     name = "tools"
     uses_sandbox = True
+    tools = [PYTHON_TOOL]
+
+    def __init__(self, config, tokenizer, sandbox=None, workers: int = 1):
+        super().__init__(config, tokenizer, sandbox, workers)
+        if not supports_tools(tokenizer):
+            raise ValueError("setting tools: this model's chat template does not render tools or its responses "
+                             "cannot be parsed into tool calls (no response template); sample it in reasoning "
+                             "or agentic")
 
     def messages(self, problem):
-        return with_system(reasoning_messages(problem), SYSTEM.format(calls=self.config.tools.max_tool_calls))
+        return tools_messages(problem)
 
     def run(self, samples, backend):
-        limit = self.config.tools.max_tool_calls
+        max_turns = self.config.tools.max_tool_calls + 1
+        while active := [s for s in samples if not s.done]:
+            for s in active:
+                s.assistant = self.config.assistant_prefix
+            pending = []  # (sample, tool messages to answer with) for turns that called a tool
+            for s, c in self.generate(active, backend):
+                turn = parse_turn(self.tokenizer, s.prompt, s.assistant + c.text)
+                s.messages.append(turn.message())
+                s.turns += 1
+                code = extract_code(turn.content)
+                if code is not None:
+                    s.code = code  # the last program written outside tool calls
+                if not turn.tool_calls and not turn.error:
+                    s.done = True  # a final answer
+                elif c.finish_reason == "length" or s.turns >= max_turns:
+                    s.done = True  # cut off mid-call, or out of turns
+                else:
+                    pending.append((s, turn))
+            replies = self.map_sandbox(self._answer_calls, pending)
+            for (s, _), messages in zip(pending, replies):
+                s.messages += messages
         for s in samples:
-            s.assistant = self.config.assistant_prefix
-            s.extra["outputs"] = []  # (start, end) of the tool outputs inside s.assistant
-        calling = [s for s in samples if limit and s.assistant.endswith(TOOL_CLOSE)]  # a prefix may call
-        while True:
-            self._call_tools(calling)
-            active = [s for s in samples if not s.done]
-            if not active:
-                break
-            calling = []
-            # once a sample's calls are used up, </tool> is plain text and no longer stops it
-            for group, stop in (([s for s in active if s.tool_calls < limit], [TOOL_CLOSE]),
-                                ([s for s in active if s.tool_calls >= limit], [])):
-                for s, c in self.generate(group, backend, stop):
-                    s.assistant += c.text
-                    if stop and c.finish_reason == "stop" and c.text.endswith(TOOL_CLOSE):
-                        calling.append(s)
-                    else:
-                        s.done = True
-        for s in samples:
-            s.turns, s.completion = 1, s.assistant
-            s.code = extract_code(self._answer_text(s))
+            s.turn_codes = [s.code]
+            s.completion = self.transcript(s)
 
-    def _call_tools(self, samples):
-        limits = self.config.tools
-
-        def call(s):
-            code = tool_code(s.assistant)
-            if not code.strip():
-                return RunResult("RE", "", f"error: no code between {TOOL_OPEN} and {TOOL_CLOSE}", None, 0.0, 0.0)
-            return self.sandbox.run_code(code, stdin="", time_limit_s=limits.time_limit_s,
-                                         memory_limit_mb=s.problem.memory_limit_mb)
-
-        results = self.map_sandbox(call, samples)
-        for s, result in zip(samples, results):
-            out = format_output(result, limits.time_limit_s)
-            s.extra["outputs"].append((len(s.assistant), len(s.assistant) + len(out)))
-            s.assistant += out
+    def _answer_calls(self, item) -> list[dict]:
+        """The `tool` messages answering a turn's calls (each one that can run runs in the sandbox)."""
+        s, turn = item
+        if turn.error:
             s.tool_calls += 1
-
-    @staticmethod
-    def _answer_text(s) -> str:
-        """The model's own words: tool outputs and tool calls removed, so neither can be the submission."""
-        text, last = "", 0
-        for start, end in s.extra["outputs"]:
-            text += s.assistant[last:start]
-            last = end
-        return TOOL_CALL.sub("", text + s.assistant[last:])
+            s.tool_outcomes.append("malformed")
+            return [{"role": "tool", "content": f"error: {turn.error}"}]
+        replies = []
+        for call in turn.tool_calls:
+            s.tool_calls += 1
+            problem = call_problem(call)
+            if s.tool_calls > self.config.tools.max_tool_calls:
+                outcome, text = "over_limit", TOOL_CALLS_USED_UP
+            elif problem:
+                outcome, text = "invalid", problem
+            else:
+                result = self.sandbox.run_code(call.arguments["code"], stdin=call.arguments.get("stdin", ""),
+                                               time_limit_s=self.config.tools.time_limit_s,
+                                               memory_limit_mb=s.problem.memory_limit_mb)
+                outcome, text = result.status, tool_output(result, self.config.tools.time_limit_s)
+            s.tool_outcomes.append(outcome)
+            replies.append({"role": "tool", "name": call.name, "content": text})
+        return replies

@@ -1,0 +1,122 @@
+"""SFT traces of all three inference settings, built from the train problems' reference programs in the
+chat template's own format (the same opening messages, tool schema and feedback text sampling uses).
+
+- reasoning: the prompt, then a plan line and the program.
+- tools: the model calls the python tool on its candidate with the first public input, reads the output
+  (a `tool` message), then answers with the program.
+- agentic: a first attempt carried over from a sibling instance of the same family (its parameter values
+  are wrong here, the failure a model that learned the family makes), the real public-test feedback,
+  then the corrected program. Only attempts that fail a public test give a trace.
+
+Every row is a TRL conversational prompt-completion example. The loss falls on the assistant turns of
+the completion only (completion- and assistant-only loss): never on tool outputs or feedback, and never
+on an agentic trace's wrong first attempt, which sits in the prompt. Candidates run in the sandbox,
+exactly as they would when sampled.
+"""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import Sequence
+
+from tqdm import tqdm
+
+from ewa.chat import PYTHON_TOOL
+from ewa.problems import Problem
+from ewa.prompts import agentic_messages, code_answer, feedback, reasoning_messages, tool_output, tools_messages
+
+NO_TOOLS = json.dumps(None)  # TRL reads a `tools` column as JSON; null renders no tool block
+TOOLS = json.dumps([PYTHON_TOOL])
+PLAN_CALL = "Let me run it on the first example."
+
+
+def solution_variants(problem: Problem) -> list[tuple[str, str]]:
+    """(kind, source) for every reference solution a problem ships in meta['solutions']."""
+    solutions = problem.meta.get("solutions") or {}
+    out = [(kind, solutions[kind]) for kind in ("brute", "efficient") if solutions.get(kind)]
+    out += [("wrong", src) for src in solutions.get("wrong") or []]
+    return out
+
+
+def row(prompt: list[dict], completion: list[dict], kind: str, problem: Problem, setting: str,
+        tools: str = NO_TOOLS) -> dict:
+    return {"prompt": prompt, "completion": completion, "tools": tools, "kind": kind, "setting": setting,
+            "problem_id": problem.id}
+
+
+def reasoning_rows(problem: Problem) -> list[dict]:
+    return [row(reasoning_messages(problem), [{"role": "assistant", "content": code_answer(src, kind)}], kind,
+                problem, "reasoning") for kind, src in solution_variants(problem)]
+
+
+def tool_rows(problem: Problem, sandbox) -> list[dict]:
+    """One row per reference program: the tool call, its output, and the answer."""
+    public = problem.public_tests
+    if not public:
+        return []
+    stdin = public[0][1].input
+    opening = tools_messages(problem)
+    rows = []
+    for kind, src in solution_variants(problem):
+        plan = code_answer("", kind).split("\n")[0]
+        call = {"role": "assistant", "content": f"{plan} {PLAN_CALL}",
+                "tool_calls": [{"type": "function", "function": {"name": "python",
+                                                                 "arguments": {"code": src, "stdin": stdin}}}]}
+        result = sandbox.run_code(src, stdin=stdin, time_limit_s=max(problem.time_limit_s, 1.0),
+                                  memory_limit_mb=problem.memory_limit_mb)
+        output = {"role": "tool", "name": "python", "content": tool_output(result, problem.time_limit_s)}
+        answer = {"role": "assistant", "content": code_answer(src, kind)}
+        rows.append(row(opening, [call, output, answer], kind, problem, "tools", TOOLS))
+    return rows
+
+
+def siblings(problem: Problem, family: list[Problem]) -> list[Problem]:
+    """The other instances of the family, starting after `problem` (so each is someone's first pick)."""
+    at = next(i for i, p in enumerate(family) if p.id == problem.id)
+    return family[at + 1:] + family[:at]
+
+
+def agentic_rows(problem: Problem, family: list[Problem], sandbox) -> list[dict]:
+    """Per kind (brute force, efficient): the first sibling's program of that kind that fails a public
+    test here, then the real feedback and this problem's own program (the only turn trained on)."""
+    public = [i for i, _ in problem.public_tests]
+    fixes = dict(solution_variants(problem))
+    opening = agentic_messages(problem)
+    rows = []
+    for kind in ("brute", "efficient"):
+        if not public or kind not in fixes:
+            continue
+        for other in siblings(problem, family):
+            attempt = (other.meta.get("solutions") or {}).get(kind)
+            if not attempt:
+                continue
+            note = feedback(problem, sandbox.judge(problem, attempt, tests=public, early_stop=False))
+            if note is None:
+                continue  # it passes the public tests: no feedback to learn from
+            first = {"role": "assistant", "content": code_answer(attempt, kind)}
+            fix = {"role": "assistant", "content": code_answer(fixes[kind], kind)}
+            rows.append(row(opening + [first, {"role": "user", "content": note}], [fix], kind, problem, "agentic"))
+            break
+    return rows
+
+
+def sft_examples(problems: Sequence[Problem], mix: dict, sandbox=None) -> list[dict]:
+    """Every row of the warm start, repeated per `mix` (reasoning rows per kind; tools and agentic rows
+    per trace), in a fixed order: the trainer shuffles by seed. `sandbox` runs the tools and agentic
+    candidates; without one (or with both counts 0) there are only reasoning rows."""
+    rows = []
+    for problem in problems:
+        for r in reasoning_rows(problem):
+            rows += [r] * int(mix[r["kind"]])
+    if sandbox is None or not (mix.get("tools") or mix.get("agentic")):
+        return rows
+    families = defaultdict(list)
+    for p in problems:
+        families[p.meta.get("family", p.id)].append(p)
+    for problem in tqdm(problems, desc="sft traces", unit="problem"):
+        if mix.get("tools"):
+            rows += [r for r in tool_rows(problem, sandbox) for _ in range(int(mix["tools"]))]
+        if mix.get("agentic"):
+            family = families[problem.meta.get("family", problem.id)]
+            rows += [r for r in agentic_rows(problem, family, sandbox) for _ in range(int(mix["agentic"]))]
+    return rows
