@@ -107,41 +107,51 @@ def test_a_tools_sample_whose_only_program_is_a_tool_call_is_ce(inputs):
     from ewa.sample.run import record
     from ewa.sample.settings import setting_class
     from ewa.sandbox import Sandbox
-    from ewa.sandbox.extract import extract_code
 
-    script = [f"Let me try it.\n<tool: python>\n```python\n{SUM_OK}```\n</tool>", "It runs. Done."]
+    from ewa.chat import add_response_parser
+    from ewa.init.tiny import train_tokenizer
+
+    call = {"name": "python", "arguments": {"code": f"```python\n{SUM_OK}```"}}
+    script = ["Let me try it.\n<tool_call>\n" + json.dumps(call) + "\n</tool_call>", "It runs. Done."]
 
     class Scripted:
-        context_length = 10_000
+        context_length = 100_000
 
         def count_tokens(self, text):
             return len(text) // 4
 
         def generate(self, prompts, seeds, max_new_tokens, temperature, top_p, stop=()):
-            out = []
-            for prompt in prompts:
-                text = script[prompt.count("<output>") - 1]  # the system text shows one <output>
-                hit = next((text.find(s) + len(s) for s in stop if s in text), None)
-                out.append(Completion(text[:hit] if hit else text, 5, "stop"))
-            return out
+            return [Completion(script[p.count("<tool_response>")], 5, "stop") for p in prompts]
 
-    class NoTemplate:
-        chat_template = None
+    tokenizer = add_response_parser(train_tokenizer(["print(1)"] * 3, 300))  # Qwen2.5's template
 
     problem = next(p for p in read_problems(inputs / "problems.jsonl") if p.id == "sum")
     cfg = SampleConfig.from_dict({"n": 1, "tools": {"max_tool_calls": 1}})
     with Sandbox(backend="bwrap", workers=1, time_factor=1.0) as sb:
-        setting = setting_class("tools")(cfg, NoTemplate(), sb, workers=1)
+        setting = setting_class("tools")(cfg, tokenizer, sb, workers=1)
         sample = setting.start(problem, 0)
         setting.run([sample], Scripted())
     assert sample.tool_calls == 1 and sample.code is None
-    assert extract_code(sample.completion) == SUM_OK  # what a re-extraction would have judged (AC)
+    assert SUM_OK.replace("\n", "\\n") in sample.completion  # the program is in the transcript, in the call
     rec = record(sample, {"setting": "tools"})
     assert "code" in rec and rec["code"] is None
     write_jsonl(inputs / "tools.jsonl", [rec])
     assert evaluate(inputs, samples="tools.jsonl") == 0
     (verdict,) = pq.read_table(inputs / "results.parquet").to_pandas().verdict
     assert verdict == "CE"
+
+
+def test_a_multi_turn_sample_has_its_first_attempt_judged_too(inputs):
+    """agentic records list every turn's program: the first attempt gets its own verdict."""
+    wrong = "print(0)\n"
+    write_jsonl(inputs / "agentic.jsonl", [
+        {"problem_id": "sum", "sample_id": 0, "code": SUM_OK, "turn_codes": [wrong, SUM_OK]},  # revised to AC
+        {"problem_id": "sum", "sample_id": 1, "code": SUM_OK, "turn_codes": [SUM_OK]},  # one turn
+        {"problem_id": "sum", "sample_id": 2, "code": wrong, "turn_codes": [None, wrong]},  # no program at first
+    ])
+    assert evaluate(inputs, samples="agentic.jsonl") == 0
+    df = pq.read_table(inputs / "results.parquet").to_pandas()
+    assert list(df.verdict) == ["AC", "AC", "WA"] and list(df.first_verdict) == ["WA", "AC", "CE"]
 
 
 def test_code_of_the_wrong_type_is_one_clear_error(inputs, capsys):

@@ -1,5 +1,6 @@
-"""The shared init: tiny tokenizer (ids agree with transformers' reload), `ewa init` (loadable,
-deterministic, SFT on reference solutions), adopting a local HF directory, and bad-input errors."""
+"""The shared init: tiny tokenizer (ids agree with transformers' reload; Qwen2.5's chat template),
+SFT traces of all three settings (their programs run in the real sandbox), `ewa init` (loadable,
+deterministic, SFT learns), adopting a local HF directory, and bad-input errors."""
 from __future__ import annotations
 
 import json
@@ -15,8 +16,12 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from helpers import PICO
 
 from ewa.cli import main
-from ewa.init.sft import sft_examples
+from ewa.chat import PYTHON_TOOL, parse_turn, supports_tools, add_response_parser
+from ewa.config import section
+from ewa.init.traces import sft_examples
 from ewa.init.tiny import CHAT_TEMPLATE, ENDOFTEXT, IM_END, IM_START, build_tiny_model, train_tokenizer
+from ewa.sandbox import sandbox_from_config
+from ewa.sandbox.extract import extract_code
 from ewa.problems import Problem, make_test, write_problems
 from ewa.prompts import reasoning_messages
 
@@ -83,11 +88,19 @@ def test_tokenizer_ids_agree_with_reloads(tmp_path):
     assert model.config.vocab_size == len(auto)
 
 
-def test_chat_template_renders_chatml(tmp_path):
+def test_chat_template_is_qwen2_5_as_trl_ships_it(tmp_path):
+    from trl.chat_template_utils import qwen2_5_chat_template
+
     tok = train_tokenizer(SAMPLES, 300)
     tok.save_pretrained(tmp_path)
     auto = AutoTokenizer.from_pretrained(tmp_path)
-    assert auto.chat_template == CHAT_TEMPLATE
+    assert auto.chat_template == CHAT_TEMPLATE == qwen2_5_chat_template
+    # the tool-call tags are single, non-special tokens: decoding a generation keeps them
+    for tag in ("<tool_call>", "</tool_call>"):
+        ids = auto(tag, add_special_tokens=False).input_ids
+        assert len(ids) == 1 and auto.decode(ids, skip_special_tokens=True) == tag
+    add_response_parser(auto)
+    assert supports_tools(auto)
     messages = reasoning_messages(problem("toy/a"))
     text = auto.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     assert text == (f"<|im_start|>system\n{messages[0]['content']}<|im_end|>\n"
@@ -98,7 +111,7 @@ def test_chat_template_renders_chatml(tmp_path):
 
 
 def test_sft_examples_mix_brute_efficient_and_wrong():
-    rows = sft_examples([problem("toy/a")], {"brute": 2, "efficient": 2, "wrong": 1})
+    rows = sft_examples([problem("toy/a")], {"brute": 2, "efficient": 2, "wrong": 1, "tools": 1, "agentic": 1})
     kinds = [r["kind"] for r in rows]
     assert kinds.count("brute") == 2 and kinds.count("efficient") == 2 and kinds.count("wrong") == 2
     wrong = next(r for r in rows if r["kind"] == "wrong")["completion"][0]["content"]
@@ -106,6 +119,66 @@ def test_sft_examples_mix_brute_efficient_and_wrong():
     # a wrong attempt announces the same plan as a correct efficient one
     assert wrong.splitlines()[0] == efficient.splitlines()[0] == "Approach: efficient algorithm."
     assert efficient.endswith("\n```") and "```python\ninput()" in efficient
+
+
+def plus_k(pid: str, k: int) -> Problem:
+    """An instance of a toy family: print the sum of the numbers plus K (K differs between siblings)."""
+    tests = tuple(make_test(f"{n}\n{' '.join(['1'] * n)}\n", str(n + k), public=n <= 2) for n in (1, 2, 5, 50))
+    return Problem(id=pid, source="toy", difficulty="easy", statement=f"Print the sum of the numbers plus {k}.",
+                   testtype="stdin", tests=tests, meta={"family": "plus", "solutions": {
+                       "brute": f"K={k}\nn = int(input())\nt = K\nfor v in input().split():\n    t += int(v)\nprint(t)",
+                       "efficient": f"K={k}\ninput()\nprint(K + sum(map(int, input().split())))",
+                       "wrong": [f"K={k}\nn = int(input())\nprint(n + K if n < 3 else n)"]}})
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    with sandbox_from_config(section("sandbox", {}), time_factor=1.0) as sb:
+        yield sb
+
+
+def test_tool_traces_run_the_candidate_on_the_first_public_input(sandbox):
+    a, b = plus_k("plus/3", 3), plus_k("plus/7", 7)
+    rows = [r for r in sft_examples([a, b], {"brute": 0, "efficient": 0, "wrong": 0, "tools": 1, "agentic": 0},
+                                    sandbox) if r["problem_id"] == a.id]
+    assert [r["kind"] for r in rows] == ["brute", "efficient", "wrong"]
+    for r in rows:
+        call, output, answer = r["completion"]
+        args = call["tool_calls"][0]["function"]["arguments"]
+        sources = {**a.meta["solutions"], "wrong": a.meta["solutions"]["wrong"][0]}
+        assert args["code"] == sources[r["kind"]]
+        assert args["stdin"] == a.public_tests[0][1].input
+        assert output == {"role": "tool", "name": "python", "content": "4"}  # 1 + 3, really run
+        assert extract_code(answer["content"]).strip() == args["code"].strip()
+        assert json.loads(r["tools"]) == [PYTHON_TOOL]
+
+
+def test_agentic_traces_fix_a_siblings_program_after_real_feedback(sandbox):
+    a, b = plus_k("plus/3", 3), plus_k("plus/7", 7)
+    rows = [r for r in sft_examples([a, b], {"brute": 0, "efficient": 0, "wrong": 0, "tools": 0, "agentic": 1},
+                                    sandbox) if r["problem_id"] == a.id]
+    assert [r["kind"] for r in rows] == ["brute", "efficient"]
+    for r in rows:
+        first, note = r["prompt"][-2:]
+        assert "K=7" in first["content"] and first["role"] == "assistant"  # the sibling's program
+        assert note["role"] == "user" and "Expected output:\n4" in note["content"]
+        assert "Your output:\n8" in note["content"]  # what the sibling's program really printed
+        (fix,) = r["completion"]  # the only turn trained on
+        assert "K=3" in fix["content"] and "K=7" not in fix["content"]
+    assert json.loads(rows[0]["tools"]) is None
+
+
+def test_traces_render_through_the_template_and_parse_back(sandbox, tmp_path):
+    a, b = plus_k("plus/3", 3), plus_k("plus/7", 7)
+    tok = train_tokenizer(SAMPLES, 400)
+    add_response_parser(tok)
+    row = next(r for r in sft_examples([a, b], {"brute": 0, "efficient": 0, "wrong": 0, "tools": 1, "agentic": 0},
+                                       sandbox) if r["problem_id"] == a.id)
+    tools = json.loads(row["tools"])
+    prompt = tok.apply_chat_template(row["prompt"], tools=tools, tokenize=False, add_generation_prompt=True)
+    full = tok.apply_chat_template(row["prompt"] + row["completion"][:1], tools=tools, tokenize=False)
+    call = parse_turn(tok, prompt, full[len(prompt):])
+    assert call.tool_calls[0].arguments == row["completion"][0]["tool_calls"][0]["function"]["arguments"]
 
 
 def test_init_tiny_is_loadable(tiny_inits):

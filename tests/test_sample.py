@@ -23,17 +23,26 @@ from ewa.sample.run import provenance_path, sample_file
 from ewa.sample.settings import setting_class
 
 TEXTS = ["def f(x):\n    return x + 1\n", "print(sum(map(int, input().split())))\n",
-         "```python\nprint(input())\n```\n", "<tool: python>\nprint(6 * 7)\n</tool>\n<output>\n42\n</output>\n",
+         "```python\nprint(input())\n```\n", '<tool_call>\n{"name": "python", "arguments": {"code": "print(6 * 7)"}}\n</tool_call>',
          "Read two integers and print their sum.", "Your program passed 1 of 2 public tests."] * 10
 # The config's sandbox section for sample_file: bwrap with nominal time limits (as the `sandbox` fixture).
 SANDBOX = {"backend": "bwrap", "calibrate": False}
 HIDDEN = ("HIDDEN_IN_7731", "HIDDEN_OUT_7731", "HIDDEN_OUT_9917")
 
 
+def tools_preamble() -> str:
+    """Qwen2.5's rendering of the python tool: in the corpus, so the pico context holds a tools prompt."""
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    from ewa.chat import PYTHON_TOOL
+    from ewa.init.tiny import CHAT_TEMPLATE
+    return render_jinja_template([[{"role": "user", "content": "x"}]], tools=[PYTHON_TOOL], chat_template=CHAT_TEMPLATE)[0][0]
+
+
 @pytest.fixture(scope="session")
 def pico(tmp_path_factory) -> str:
     path = tmp_path_factory.mktemp("pico") / "model"
-    tokenizer = train_tokenizer(TEXTS, 400)
+    tokenizer = train_tokenizer(TEXTS + [tools_preamble()] * 5, 400)
     build_tiny_model(tokenizer, PICO_ONE_HEAD, seed=0).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return str(path)
@@ -152,66 +161,97 @@ def test_hf_sampling_is_reproducible_for_a_seed(pico, problems_file, tmp_path):
     assert [r["completion"] for r in other] != [r["completion"] for r in runs[0]]
 
 
-def test_tools_loop_executes_calls_in_the_sandbox(sandbox):
-    """The protocol alone, driven by a scripted generator (the model cannot be made to call a tool)."""
-    script = {  # per problem: the completions its generate calls return, in order
-        "add": ["Let me check.\n<tool: python>\nprint(sum(range(10)))\n</tool>",
-                "So 45.\n<tool: python>\nwhile True:\n    pass\n</tool>",
-                "Done.\n```python\nprint(45)\n```"],
-        "echo": ["<tool: python>\n```python\nprint('fenced')\n```\n</tool>",
-                 "<tool: python>\nimport sys; print('x', file=sys.stderr); 1/0\n</tool>",
-                 "Again <tool: python>\nprint('over the limit')\n</tool> and\n```python\nprint(input())\n```"],
+def tool_call(code: str, stdin: str | None = None, name: str = "python") -> str:
+    """A native Qwen2.5 tool call, as the model writes it."""
+    args = {"code": code, **({"stdin": stdin} if stdin is not None else {})}
+    return "<tool_call>\n" + json.dumps({"name": name, "arguments": args}) + "\n</tool_call>"
+
+
+class Scripted:
+    """A generator replaying scripted turns per problem, continuing the real rendered conversation."""
+    context_length = 10_000
+
+    def __init__(self, script):
+        self.script, self.prompts, self.budgets = script, [], []
+
+    def count_tokens(self, text):
+        return len(text) // 4
+
+    def generate(self, prompts, seeds, max_new_tokens, temperature, top_p, stop=()):
+        self.prompts += prompts
+        self.budgets += list(max_new_tokens)
+        out = []
+        for prompt in prompts:
+            pid = "add" if "two integers" in prompt else "echo"
+            turn = prompt.count("<|im_start|>assistant") - 1  # turns already in the conversation
+            out.append(Completion(self.script[pid][turn], 5, "stop"))
+        return out
+
+
+def test_tools_loop_executes_native_calls_in_the_sandbox(pico, sandbox):
+    """The protocol alone, driven by scripted turns in Qwen2.5's format (the pico model cannot be made to call)."""
+    script = {
+        "add": ["Let me check.\n" + tool_call("import sys\nprint(sum(map(int, sys.stdin.read().split())))", "1 2\n"),
+                "So 3.\n" + tool_call("while True:\n    pass"),
+                "Done.\n```python\nprint(sum(map(int, input().split())))\n```"],
+        "echo": ['<tool_call>\n{"name": "python", "arguments": {"code": "print(1)"\n</tool_call>',  # bad JSON
+                 tool_call("print(2)", name="bash") + "\n" + tool_call("1/0"),
+                 "Draft\n```python\nprint(input())\n```\n" + tool_call("print('over the limit')"),
+                 "Final words without a program."],
     }
-
-    class Scripted:
-        context_length = 10_000
-
-        def __init__(self):
-            self.stops = []
-
-        def count_tokens(self, text):
-            return len(text) // 4
-
-        def generate(self, prompts, seeds, max_new_tokens, temperature, top_p, stop=()):
-            self.stops.append(list(stop))
-            out = []
-            for prompt in prompts:
-                pid = "add" if "two integers" in prompt else "echo"
-                assert prompt.startswith("System: ")  # plain-text fallback
-                text = script[pid][prompt.count("<output>") - 1]  # the system text shows one <output>
-                hit = next((text.find(s) + len(s) for s in stop if s in text), None)
-                out.append(Completion(text[:hit], 5, "stop") if hit else Completion(text, 5, "stop"))
-            return out
-
-    cfg = SampleConfig.from_dict({"n": 1, "tools": {"max_tool_calls": 2, "time_limit_s": 0.5}})
-
-    class NoTemplate:  # a base model's tokenizer: prompts use the plain-text fallback
-        chat_template = None
-
-    backend = Scripted()
-    setting = setting_class("tools")(cfg, NoTemplate(), sandbox, workers=2)
+    cfg = SampleConfig.from_dict({"n": 1, "tools": {"max_tool_calls": 3, "time_limit_s": 0.5}})
+    tokenizer = load_tokenizer(pico)
+    backend = Scripted(script)
+    setting = setting_class("tools")(cfg, tokenizer, sandbox, workers=2)
     samples = [setting.start(p, 0) for p in problems()[:2]]
     setting.run(samples, backend)
     add, echo = samples
-    assert "<tool: python>\nprint(sum(range(10)))\n</tool>\n<output>\n45\n</output>\n" in add.completion
-    assert "(stopped: took longer than 0.5 s)" in add.completion
-    assert add.tool_calls == 2 and add.code == "print(45)\n" and add.completion.endswith("```")
-    assert "<output>\nfenced\n</output>" in echo.completion
-    assert "ZeroDivisionError: division by zero\n</output>" in echo.completion
-    # the third call came after the limit: plain text, never run; the submission is outside the tags
-    assert echo.tool_calls == 2 and "over the limit\n</output>" not in echo.completion
-    assert echo.code == "print(input())\n"
-    assert [] in backend.stops and ["</tool>"] in backend.stops
+    assert '"name": "python"' in backend.prompts[0] and "# Tools" in backend.prompts[0]  # tools= rendered
+    tool_messages = [m["content"] for m in add.messages if m["role"] == "tool"]
+    assert tool_messages[0] == "3"  # ran on its stdin
+    assert "(stopped: took longer than 0.5 s)" in tool_messages[1]
+    assert add.tool_outcomes == ["ok", "TLE"] and add.turns == 3 and add.done
+    assert add.code == "print(sum(map(int, input().split())))\n" and add.turn_codes == [add.code]
+    assert "<tool_response>\n3\n</tool_response>" in add.completion  # the template's own rendering
+    # malformed JSON, an unknown tool, a crash, then a call over the limit: each answered, none fatal
+    assert echo.tool_outcomes == ["malformed", "invalid", "RE", "over_limit"]
+    notes = [m["content"] for m in echo.messages if m["role"] == "tool"]
+    assert "could not parse the tool call" in notes[0] and "unknown tool 'bash'" in notes[1]
+    assert "ZeroDivisionError" in notes[2] and "no tool calls left" in notes[3]
+    assert echo.turns == 4  # max_tool_calls + 1
+    assert echo.code == "print(input())\n"  # the last program written outside the tool calls
+
+
+def test_tools_submission_is_never_the_code_inside_a_call(pico, sandbox):
+    script = {"add": [tool_call("```python\nprint(3)\n```"), "No code block in the end."],
+              "echo": ["```python\nprint(input())\n```"]}
+    cfg = SampleConfig.from_dict({"n": 1})
+    setting = setting_class("tools")(cfg, load_tokenizer(pico), sandbox, workers=1)
+    samples = [setting.start(p, 0) for p in problems()[:2]]
+    setting.run(samples, Scripted(script))
+    assert samples[0].code is None and samples[0].tool_calls == 1
+    assert samples[1].code == "print(input())\n" and samples[1].tool_calls == 0
+
+
+def test_all_calls_and_turns_share_one_token_budget(pico, sandbox):
+    """max_total_tokens bounds a sample's generated tokens over every call: equal compute per setting."""
+    cfg = config(n=1, max_new_tokens=8, max_total_tokens=20, agentic={"max_turns": 5})
+    backend = Recording(make_backend("hf", pico, load_tokenizer(pico), cfg))
+    for name in ("reasoning", "tools", "agentic"):
+        for s in run_setting(name, cfg, pico, problems()[:2], backend, sandbox):
+            assert s.tokens_generated <= 20
+            if s.turns > 1:
+                assert s.tokens_generated > 8  # more calls than one, still within the total
 
 
 def test_tools_through_hf_backend_runs_a_forced_call(pico, sandbox):
-    cfg = config(assistant_prefix="<tool: python>\nprint(6 * 7)\n</tool>", tools={"max_tool_calls": 1})
+    cfg = config(assistant_prefix=tool_call("print(6 * 7)"), tools={"max_tool_calls": 1})
     backend = make_backend("hf", pico, load_tokenizer(pico), cfg)
     samples = run_setting("tools", cfg, pico, problems()[:1], backend, sandbox)
     for s in samples:
-        assert s.completion.startswith("<tool: python>\nprint(6 * 7)\n</tool>\n<output>\n42\n</output>\n")
-        assert s.tool_calls == 1 and s.tokens_generated > 0  # generation continued after the output
-        assert len(s.completion) > len("<tool: python>\nprint(6 * 7)\n</tool>\n<output>\n42\n</output>\n")
+        assert s.tool_outcomes == ["ok"] and [m["content"] for m in s.messages if m["role"] == "tool"] == ["42"]
+        assert s.tokens_generated > 0 and s.turns == 2  # generation continued after the output
+        assert "<tool_response>\n42\n</tool_response>" in s.completion
 
 
 def test_agentic_feedback_uses_public_tests_only(pico, sandbox):

@@ -65,14 +65,14 @@ def submission(rec: dict, where: str) -> str | None:
     raise UserError(f"{where}: needs a field 'code' or 'completion' (code: a string, or null for no answer)")
 
 
-def first_attempt(rec: dict, where: str) -> str | None:
-    """The first turn's program of a multi-turn record (None: one turn, or no `turn_codes`)."""
+def first_attempt(rec: dict, where: str) -> tuple[bool, str | None]:
+    """(whether the record has an earlier attempt to judge, the first turn's program or None)."""
     turns = rec.get("turn_codes")
     if turns is None:
-        return None
+        return False, None
     if not isinstance(turns, list) or any(c is not None and not isinstance(c, str) for c in turns):
         raise UserError(f"{where}: field 'turn_codes' must be a list of programs (strings, or null for a turn without one)")
-    return turns[0] if len(turns) > 1 else None
+    return len(turns) > 1, turns[0] if turns else None
 
 
 def load_samples(path: str, problems: dict[str, Problem]) -> list[dict]:
@@ -91,8 +91,9 @@ def load_samples(path: str, problems: dict[str, Problem]) -> list[dict]:
         seen.add((pid, sid))
         code = submission(rec, where)
         carried = {k: v for k, v in rec.items() if k not in ("problem_id", "sample_id", "code", "completion")}
-        samples.append({"problem_id": pid, "sample_id": sid, "code": code, "first_code": first_attempt(rec, where),
-                        "carried": carried})
+        multi_turn, first_code = first_attempt(rec, where)
+        samples.append({"problem_id": pid, "sample_id": sid, "code": code, "multi_turn": multi_turn,
+                        "first_code": first_code, "carried": carried})
     return samples
 
 
@@ -225,7 +226,7 @@ def evaluate_file(problems_path: str, samples_path: str, out: str | Path, sandbo
             pid = s["problem_id"]
             fut, twin = judged((pid, s["code"]) if not judge_duplicates else (i,), s, s["code"])
             first = None
-            if s["first_code"] is not None:
+            if s["multi_turn"]:
                 key = (pid, s["first_code"]) if not judge_duplicates else (i, "first")
                 first = judged(key, s, s["first_code"])[0]
             futures.append((i, s, fut, twin, first))

@@ -55,8 +55,8 @@ class Tools(Setting):
                     s.code = code  # the last program written outside tool calls
                 if not turn.tool_calls and not turn.error:
                     s.done = True  # a final answer
-                elif c.finish_reason == "length" or s.turns >= max_turns:
-                    s.done = True  # cut off mid-call, or out of turns
+                elif s.turns >= max_turns or (turn.error and c.finish_reason == "length"):
+                    s.done = True  # out of turns, or a call cut off by the budget
                 else:
                     pending.append((s, turn))
             replies = self.map_sandbox(self._answer_calls, pending)
