@@ -16,7 +16,7 @@ import yaml
 
 from helpers import BIN, ROOT, docker_engine, workflow_env
 
-JUDGING_RULES = ("calibrate", "train", "sample", "evaluate")  # every rule that runs model code
+JUDGING_RULES = ("calibrate", "init", "train", "sample", "evaluate")  # every rule that runs code in the sandbox
 PROBE_IMAGE = "ewa-probe-missing:1"
 
 
