@@ -1,10 +1,18 @@
 """Matched-budget ensembles over the alpha grid: spend B samples per problem across several merged
-checkpoints (b_i from alpha i, sum b_i = B) and estimate pass@B without bias from the pooled samples.
+checkpoints (b_i from alpha i, sum b_i = B) and estimate pass@B from the pooled samples.
 
 For one problem, drawing b_i of alpha i's n_i judged samples without replacement misses every AC with
-probability C(n_i - c_i, b_i) / C(n_i, b_i); draws from different checkpoints are independent, so
-pass@B = 1 - prod_i C(n_i - c_i, b_i) / C(n_i, b_i), averaged over problems. A single checkpoint is the
-special case of one b_i = B (it is estimable only while B <= n_i).
+probability C(n_i - c_i, b_i) / C(n_i, b_i), an unbiased estimate of (1 - p_i)^b_i. The estimator
+pass@B = 1 - prod_i C(n_i - c_i, b_i) / C(n_i, b_i), averaged over problems, multiplies these.
+
+Assumption: the samples of different checkpoints are independent draws (given the problem). Then the
+factors are independent, the expectation of their product is the product of (1 - p_i)^b_i, and the
+estimate is unbiased for the pass rate of an ensemble that draws b_i fresh samples from each alpha.
+If draws are positively correlated across alphas (samples that share their random numbers, as when a
+sample's seed did not depend on the alpha), alphas succeed and fail together, the factors covary, and
+the expected product exceeds the product of expectations: the estimate is biased low, against
+ensembles (tests/test_ensemble.py measures both). A single checkpoint is the special case of one
+b_i = B (it is estimable only while B <= n_i) and needs no assumption.
 """
 from __future__ import annotations
 
@@ -39,6 +47,8 @@ def ensemble_pass(n: np.ndarray, c: np.ndarray, allocation) -> np.ndarray:
     """Per-problem chance that pooled draws (allocation[i] from alpha i) contain an AC.
 
     n, c: (P, A) sample and AC counts per problem and alpha. Raises ValueError if some b_i > n_i.
+    Unbiased for the ensemble's pass rate only if samples of different alphas are independent draws
+    (module docstring); with positively correlated draws it underestimates it.
     """
     n, c = np.asarray(n), np.asarray(c)
     allocation = np.asarray(allocation, dtype=np.int64)
