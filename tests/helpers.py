@@ -66,6 +66,7 @@ DESIGN = {
 }
 ORDER = ("AC", "TLE", "MLE", "WA", "RE", "CE")
 DIFFICULTY = {"p0": "easy", "p1": "easy", "p2": "hard", "p3": "hard"}
+FAMILY = {"p0": "f0", "p1": "f0", "p2": "f0", "p3": "f1"}  # p0-p2 are siblings (and nearly alike)
 
 
 def verdicts(mix) -> list[str]:
@@ -86,7 +87,8 @@ def write_design(root: Path) -> tuple[list[str], Path]:
         paths.append(str(path))
     problems = root / "problems.jsonl"
     problems.write_text("".join(json.dumps({"id": pid, "source": "t", "difficulty": d, "statement": "s",
-                                            "testtype": "stdin", "tests": [{"input": "", "output": ""}]}) + "\n"
+                                            "testtype": "stdin", "tests": [{"input": "", "output": ""}],
+                                            "meta": {"family": FAMILY[pid]}}) + "\n"
                                 for pid, d in DIFFICULTY.items()))
     return paths, problems
 

@@ -8,8 +8,8 @@ import itertools
 import numpy as np
 import pytest
 
-from ewa.analysis.ensemble import (EnsembleSettings, ensemble_pass, matched_budget_table, optimize_allocation,
-                                   uniform_allocation)
+from ewa.analysis.ensemble import (EnsembleSettings, dev_test_split, ensemble_pass, matched_budget_table,
+                                   optimize_allocation, uniform_allocation)
 from ewa.analysis.metrics import pass_at_k
 
 
@@ -199,3 +199,31 @@ def test_table_marks_budgets_a_single_cannot_reach():
                                    "pass_at_budget", "pass_at_budget_lo", "pass_at_budget_hi",
                                    "gain_vs_best_single", "gain_lo", "gain_hi", "reference",
                                    "dev_pass_at_budget", "note"]
+
+
+def test_dev_and_test_are_split_by_family():
+    # 12 families of 1-3 sibling instances, listed in a scrambled order
+    families = np.array([f"mini/fam{i}" for i in (0, 0, 1, 2, 2, 2, 3, 4, 5, 5, 6, 7, 7, 8, 9, 10, 11, 11)])
+    families = families[np.random.default_rng(3).permutation(len(families))]
+    dev, test = dev_test_split(families, 0.5, seed=4)
+    assert sorted(np.concatenate([dev, test]).tolist()) == list(range(len(families)))
+    assert not set(families[dev]) & set(families[test])  # no family on both sides
+    assert len(set(families[dev])) == 6
+    again = dev_test_split(families, 0.5, seed=4)
+    assert all(np.array_equal(a, b) for a, b in zip((dev, test), again))  # deterministic given the seed
+    order = np.argsort(families, kind="stable")  # the problems' order does not matter
+    dev_sorted, _ = dev_test_split(families[order], 0.5, seed=4)
+    assert set(families[order][dev_sorted]) == set(families[dev])
+    assert any(set(families[dev_test_split(families, 0.5, seed=s)[0]]) != set(families[dev]) for s in range(5, 10))
+    # no families: each problem its own; two families: one each side
+    assert [len(x) for x in dev_test_split(np.arange(10), 0.5, seed=0)] == [5, 5]
+    assert {len(x) for x in dev_test_split(np.array(["a", "a", "a", "b"]), 0.9, seed=0)} == {1, 3}
+
+
+def test_held_out_ensembles_are_fitted_on_other_families():
+    n, c = complementary(P=12, m=6)
+    families = np.repeat(["f0", "f1", "f2"], 4)  # three families of four siblings
+    table = matched_budget_table(n, c, [0.0, 0.5, 1.0], EnsembleSettings(budgets=(6,), bootstrap=0), families)
+    assert set(table.loc[table.split == "test", "n_problems"]) <= {4, 8}  # whole families only
+    with pytest.raises(ValueError, match="2 family labels for 12 problems"):
+        matched_budget_table(n, c, [0.0, 0.5, 1.0], EnsembleSettings(budgets=(6,), bootstrap=0), families[:2])

@@ -31,7 +31,7 @@ from ewa.analysis.metrics import miss_probability
 class EnsembleSettings:
     budgets: tuple[int, ...] | None = None  # samples per problem; None = the smallest sample count n
     windows: tuple[int, ...] = (2, 3)  # widths of contiguous alpha windows mixed uniformly
-    dev_fraction: float = 0.5  # share of problems the allocation (and the best single) is chosen on
+    dev_fraction: float = 0.5  # share of families the allocation (and the best single) is chosen on
     seed: int = 0  # dev/test split and bootstrap
     bootstrap: int = 1000
     ci: float = 0.95
@@ -229,23 +229,40 @@ def _finish(rows: list[dict], reference: dict | None, boot, ci) -> list[dict]:
     return rows
 
 
-def matched_budget_table(n: np.ndarray, c: np.ndarray, alphas, settings: EnsembleSettings = EnsembleSettings()
-                         ) -> pd.DataFrame:
+def dev_test_split(families, dev_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Problem indices of the dev and test parts, split by family: sibling instances of one family are
+    near-duplicates, so a family on both sides would let the dev choice peek at test problems.
+
+    families: one label per problem (a problem without a family is its own). Deterministic in seed and
+    independent of the problems' order (families are shuffled from their sorted order). With two or
+    more families each side gets at least one.
+    """
+    names, family_of = np.unique(np.asarray(families), return_inverse=True)  # sorted labels
+    order = np.random.default_rng(seed).permutation(len(names))
+    n_dev = int(round(len(names) * dev_fraction))
+    if len(names) >= 2:
+        n_dev = min(max(n_dev, 1), len(names) - 1)
+    in_dev = np.isin(family_of.ravel(), order[:n_dev])
+    return np.flatnonzero(in_dev), np.flatnonzero(~in_dev)
+
+
+def matched_budget_table(n: np.ndarray, c: np.ndarray, alphas, settings: EnsembleSettings = EnsembleSettings(),
+                         families=None) -> pd.DataFrame:
     """Every single checkpoint and mixture at each budget: one row per (budget, split, ensemble).
 
     split 'all': singles, uniform mixtures and alpha windows on every problem; the gain is over the
     oracle best single (chosen on the same problems, which favours the single).
-    split 'test': the allocation optimised on a seeded dev half and the single best on dev, both
-    evaluated on the held-out problems; the gain is over that dev-selected single.
+    split 'test': the allocation optimised on a seeded dev part and the single best on dev, both
+    evaluated on the held-out problems; the gain is over that dev-selected single. The parts are split by
+    `families` (one label per problem; None: every problem its own family).
     """
     n, c = np.asarray(n, dtype=np.int64), np.asarray(c, dtype=np.int64)
     alphas = np.asarray(alphas, dtype=np.float64)
     P, A = n.shape
     budgets = settings.budgets or (int(n.min()),)
-    rng = np.random.default_rng(settings.seed)
-    perm = rng.permutation(P)
-    n_dev = int(round(P * settings.dev_fraction))
-    dev, test = np.sort(perm[:n_dev]), np.sort(perm[n_dev:])
+    if families is not None and len(families) != P:
+        raise ValueError(f"{len(families)} family labels for {P} problems")
+    dev, test = dev_test_split(np.arange(P) if families is None else families, settings.dev_fraction, settings.seed)
     boot_all = bootstrap_counts(P, settings.bootstrap, settings.seed) if settings.bootstrap else None
     boot_test = (bootstrap_counts(len(test), settings.bootstrap, settings.seed + 1)
                  if settings.bootstrap and len(test) else None)
