@@ -146,6 +146,16 @@ def test_optimizer_against_exhaustive_search(exhaustive_limit):
         assert np.mean(gaps < 1e-12) >= 0.95 and gaps.max() < 0.02
 
 
+@pytest.mark.parametrize("exhaustive_limit", [20000, 0], ids=["exact", "local-search"])
+def test_optimizer_prefers_a_single_alpha_it_cannot_beat(exhaustive_limit):
+    # alpha 1 solves every problem in 5 of 10 samples: 6 or more of its samples never all miss, so
+    # +1:6 +2:4 scores 1 as well as +1:10; a mixture that only ties is not chosen
+    n, c = np.full((5, 3), 10), np.tile([0, 5, 0], (5, 1))
+    assert optimize_allocation(n, c, 10, exhaustive_limit=exhaustive_limit).tolist() == [0, 10, 0]
+    nothing_solved = optimize_allocation(np.full((2, 2), 10), np.zeros((2, 2), int), 4, exhaustive_limit=exhaustive_limit)
+    assert np.count_nonzero(nothing_solved) == 1
+
+
 def test_optimizer_respects_tight_caps_with_large_steps():
     n = np.array([[5, 6, 5], [5, 7, 5]])
     c = np.array([[1, 0, 2], [0, 3, 1]])

@@ -100,6 +100,8 @@ def optimize_allocation(n: np.ndarray, c: np.ndarray, budget: int, step: int | N
     search (move `step` samples between two alphas while it helps, halving the step down to 1) started
     from a greedy build-up, the uniform split and the best single checkpoint; the best result is
     returned, so it is never worse on these problems than the uniform split or the best single.
+    Among allocations that tie, the one over the fewest alphas wins: a mixture is chosen only when it
+    beats every simpler one (a tie with a single alpha is no reason to call the choice an ensemble).
     """
     n, c = np.asarray(n, dtype=np.int64), np.asarray(c, dtype=np.int64)
     P, A = n.shape
@@ -154,7 +156,7 @@ def optimize_allocation(n: np.ndarray, c: np.ndarray, budget: int, step: int | N
         values = np.concatenate([
             1.0 - T[rows[None, :, None], np.arange(A)[None, None, :], g[:, None, :]].prod(axis=2).mean(axis=1)
             for g in np.array_split(grid, max(1, len(grid) * P * A // 2_000_000))])
-        return grid[int(np.argmax(values))]
+        return simplest_best(list(grid), values)
     step = step or max(1, budget // 16)
     starts = [greedy(step)]
     uni = uniform_allocation(budget, A)
@@ -164,7 +166,14 @@ def optimize_allocation(n: np.ndarray, c: np.ndarray, budget: int, step: int | N
     if singles:
         starts.append(max(singles, key=value))
     results = [local_search(s.astype(np.int64), step) for s in starts]
-    return max(results, key=lambda r: r[1])[0]
+    return simplest_best([r[0] for r in results], np.array([r[1] for r in results]))
+
+
+def simplest_best(allocations: list[np.ndarray], values: np.ndarray, tie: float = 1e-12) -> np.ndarray:
+    """The allocation with the highest value; among ties (within `tie`) the one over the fewest alphas,
+    then the first."""
+    tied = np.flatnonzero(values >= values.max() - tie)
+    return allocations[min(tied, key=lambda i: np.count_nonzero(allocations[i]))]
 
 
 def _uniform_sets(alphas: np.ndarray, windows) -> list[tuple[str, str, list[int]]]:
