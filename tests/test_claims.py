@@ -190,10 +190,16 @@ def test_science_rewrites_only_its_readme_section(tmp_path, capsys):
         run.mkdir()
         run_claims(run, capsys, seed=seed, design=design)
     science = tmp_path / "results/science/mini/reasoning"
-    assert main(["science", "--claims", *(str(r / "results/claims/mini/reasoning") for r in runs),
-                 "--approaches", *(str(r / "results/approaches/mini/reasoning") for r in runs),
-                 "--frontier-plot", str(runs[0] / "results/frontier/mini/reasoning/frontier.png"),
-                 "--benchmark", "mini", "--setting", "reasoning", "--out-dir", str(science)]) == 0, \
+    argv = ["science", "--claims", *(str(r / "results/claims/mini/reasoning") for r in runs),
+            "--approaches", *(str(r / "results/approaches/mini/reasoning") for r in runs),
+            "--frontier-plot", str(runs[0] / "results/frontier/mini/reasoning/frontier.png"),
+            "--benchmark", "mini", "--setting", "reasoning", "--out-dir", str(science)]
+    # a reported seed that tuned the design is refused, in one line, before anything is written
+    capsys.readouterr()
+    assert main([*argv, "--config", '{"science": {"design_seeds": [0, 4]}}']) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "seed(s) [4] tuned the design" in err[0] and not science.exists()
+    assert main([*argv, "--config", '{"science": {"design_seeds": [0, 1, 2]}, "seed": 0}']) == 0, \
         capsys.readouterr().err
     readme = tmp_path / "README.md"
     readme.write_text("# title\n\nbefore\n<!-- science:start -->\nold numbers\n<!-- science:end -->\nafter\n")
@@ -203,6 +209,8 @@ def test_science_rewrites_only_its_readme_section(tmp_path, capsys):
     text = readme.read_text()
     assert text.startswith("# title\n\nbefore\n<!-- science:start -->") and text.endswith("<!-- science:end -->\nafter\n")
     assert "old numbers" not in text and "seeds 3, 4" in text
+    assert ("tuned by looking at the results of seeds 0, 1, 2 (`science.design_seeds`; `make demo` runs seed 0). "
+            "The reported seeds, 3, 4, are disjoint from them.") in text
     rows = [line for line in text.splitlines() if line.startswith("| 1. optimization failures")]
     assert len(rows) == 1 and "-0.375 ± 0.000" in rows[0] and "**reproduced**" in rows[0]
     # helpers.write_approach_samples: every TLE declares brute force, so brute attempts never fail on correctness

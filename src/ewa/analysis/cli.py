@@ -5,6 +5,8 @@
     ewa approaches --evals alpha=A:PATH ... --samples alpha=A:PATH ... --out-dir DIR
     ewa science --claims DIR ... --approaches DIR ... --frontier-plot PNG --out-dir DIR
 
+`ewa science` reads `science.design_seeds` and `seed` from the config: which seeds tuned the design.
+
 Each --evals/--samples item names one grid point's file as `alpha=A:PATH` (ewa.alphas). pass@k values,
 the ensemble budget, bootstrap resamples and the seed come from the config (`evaluate`, `seed`); flags
 override them.
@@ -145,7 +147,8 @@ def add_science_arguments(parser: argparse.ArgumentParser) -> None:
 def science(args: argparse.Namespace, config: dict) -> int:
     from ewa.analysis.science import write_science
 
-    print(write_science(args.claims, args.approaches, args.frontier_plot, args.out_dir, args.benchmark, args.setting))
+    print(write_science(args.claims, args.approaches, args.frontier_plot, args.out_dir, args.benchmark, args.setting,
+                        config["science"]["design_seeds"], config["seed"]))
     return 0
 
 

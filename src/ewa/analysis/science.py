@@ -151,15 +151,31 @@ def plot(per_alpha: list[pd.DataFrame], seeds: list[int], out: Path, title: str)
     plt.close(fig)
 
 
+def preregistration(seeds: list[int], design_seeds: list[int], demo_seed: int) -> str:
+    """Which seeds tuned the design and which are reported; a reported seed that tuned it is an error."""
+    tuned = sorted(set(seeds) & set(design_seeds))
+    if tuned:
+        raise ValueError(f"science: seed(s) {tuned} tuned the design (science.design_seeds) and cannot be "
+                         "reported; report seeds the design never saw")
+    reported = ", ".join(map(str, seeds))
+    if not design_seeds:
+        return (f"Reported seeds: {reported}. No seeds are declared as having tuned the design "
+                "(`science.design_seeds` is empty).")
+    return (f"Pre-registered: the design was tuned by looking at the results of seeds "
+            f"{', '.join(map(str, sorted(design_seeds)))} (`science.design_seeds`; `make demo` runs seed {demo_seed}). "
+            f"The reported seeds, {reported}, are disjoint from them.")
+
+
 def write_science(claims_dirs: list[Path], approaches_dirs: list[Path], frontier_png: Path, out_dir: Path,
-                  benchmark: str, setting: str) -> str:
+                  benchmark: str, setting: str, design_seeds: list[int] = (), demo_seed: int = 0) -> str:
     """Write science.md, seeds.png and frontier.png (the first seed's) into `out_dir`; returns the markdown.
     The markdown links its figures as docs/frontier-{benchmark}-{setting}[-seeds].png, where
-    scripts/science.py copies them beside the README."""
+    scripts/science.py copies them beside the README. design_seeds, demo_seed: see preregistration()."""
     read = [read_run(Path(c), Path(a)) for c, a in zip(claims_dirs, approaches_dirs, strict=True)]
     claims, per_alpha, approaches, headrooms, seeds = (list(x) for x in zip(*read))
     if len({tuple(a["alpha"]) for a in per_alpha}) > 1:
         raise ValueError("science: the seeds' runs use different alpha grids; compare runs of one config")
+    registered = preregistration(seeds, list(design_seeds), demo_seed)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     plot(per_alpha, seeds, out_dir / "seeds.png", f"{benchmark} held-out, {setting}")
@@ -172,7 +188,7 @@ def write_science(claims_dirs: list[Path], approaches_dirs: list[Path], frontier
         f"seed {seeds[0]}; every run's own CIs are in its `results/seed<N>/claims/{benchmark}/{setting}/claims.csv` "
         "and report. Verdict: reproduced when every seed's CI lies strictly on the claimed side (a flat "
         "solve rate: the whole CI within ±0.05; an ensemble: a gain whose CI excludes 0, from an allocation "
-        "over two or more alphas, else \"no ensemble chosen\").", "",
+        "over two or more alphas, else \"no ensemble chosen\").", "", registered, "",
         *claims_table(claims, seeds), "",
         "Ensembles per seed: an ensemble can only add problems that some alpha solves and the best single "
         "one does not (within the samples drawn); the allocation each claim used (alpha:samples) and what "
