@@ -80,6 +80,7 @@ rule science:
         report("results/science/{benchmark}/{setting}/seeds.png", caption="../report/science.rst",
                category="Claims", subcategory="seeds: {benchmark} / {setting}"),
     params:
+        config=science_config,
         claims=parent_dirs("claims"),
         approaches=parent_dirs("approaches"),
     conda:
@@ -87,6 +88,6 @@ rule science:
     log:
         "logs/science/{benchmark}/{setting}.log",
     shell:
-        "ewa science --claims {params.claims} --approaches {params.approaches} "
+        "ewa science --config {params.config:q} --claims {params.claims} --approaches {params.approaches} "
         "--frontier-plot {input.frontier_plot} --benchmark {wildcards.benchmark} --setting {wildcards.setting} "
         "--out-dir results/science/{wildcards.benchmark}/{wildcards.setting} > {log} 2>&1"

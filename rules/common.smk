@@ -117,6 +117,11 @@ def analysis_config(wildcards):
     return job_config(wildcards, evaluate=config["evaluate"])
 
 
+def science_config(wildcards):
+    # The science seeds and the design seeds (the report names both), and the demo's seed.
+    return job_config(wildcards, science=config["science"], seed=config["seed"])
+
+
 def max_k():
     return max(config["evaluate"]["k"] + [config["evaluate"]["budget"]])
 

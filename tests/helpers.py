@@ -66,17 +66,18 @@ DESIGN = {
 }
 ORDER = ("AC", "TLE", "MLE", "WA", "RE", "CE")
 DIFFICULTY = {"p0": "easy", "p1": "easy", "p2": "hard", "p3": "hard"}
+FAMILY = {"p0": "f0", "p1": "f0", "p2": "f0", "p3": "f1"}  # p0-p2 are siblings (and nearly alike)
 
 
 def verdicts(mix) -> list[str]:
     return [v for v, k in zip(ORDER, mix) for _ in range(k)]
 
 
-def write_design(root: Path) -> tuple[list[str], Path]:
-    """One evaluation table per alpha of DESIGN (in DESIGN's order, rows shuffled) under root/evals,
-    and the problems file; returns (table paths, problems path)."""
+def write_design(root: Path, design: dict = DESIGN) -> tuple[list[str], Path]:
+    """One evaluation table per alpha of `design` (DESIGN by default; in its order, rows shuffled) under
+    root/evals, and the problems file; returns (table paths, problems path)."""
     paths = []
-    for alpha, mixes in DESIGN.items():
+    for alpha, mixes in design.items():
         rows = [{"problem_id": f"p{p}", "sample_id": s, "verdict": v, "tests_passed": 1, "tests_total": 4,
                  "first_failed_test": 1, "first_failed_tier": 0, "cpu_time_s": 0.1, "peak_memory_mb": 9.0}
                 for p, mix in enumerate(mixes) for s, v in enumerate(verdicts(mix))]
@@ -86,7 +87,8 @@ def write_design(root: Path) -> tuple[list[str], Path]:
         paths.append(str(path))
     problems = root / "problems.jsonl"
     problems.write_text("".join(json.dumps({"id": pid, "source": "t", "difficulty": d, "statement": "s",
-                                            "testtype": "stdin", "tests": [{"input": "", "output": ""}]}) + "\n"
+                                            "testtype": "stdin", "tests": [{"input": "", "output": ""}],
+                                            "meta": {"family": FAMILY[pid]}}) + "\n"
                                 for pid, d in DIFFICULTY.items()))
     return paths, problems
 

@@ -15,6 +15,8 @@ def test_default_config_validates_and_fills_every_section():
     assert config["grpo"]["reward"] == "binary"
     assert config["sandbox"]["python"] == "/usr/bin/python3"
     assert config["benchmarks"]["mini"]["split"] == "heldout"
+    # pre-registered: the reported seeds are not the ones the design was tuned on (nor the demo's)
+    assert set(config["science"]["seeds"]).isdisjoint({*config["science"]["design_seeds"], config["seed"]})
 
 
 def test_empty_config_is_the_schema_defaults():
@@ -33,6 +35,7 @@ def test_empty_config_is_the_schema_defaults():
     ({"merge": {"low": "nope"}}, "key 'merge.low'"),
     ({"sample": {"n": 4}, "evaluate": {"k": [1, 8], "budget": 4}}, "pass@8 needs at least 8 samples"),
     ({"merge": {"alphas": [0.5, 0.50]}}, "duplicate alphas"),
+    ({"science": {"seeds": [2, 100], "design_seeds": [0, 1, 2]}}, "seed(s) [2] also tuned the design"),
     ({"benchmarks": {"x": {"format": "mbpp"}}}, "key 'benchmarks.x.format'"),
 ])
 def test_bad_config_is_one_line_naming_the_key(config, fragment):

@@ -1,5 +1,6 @@
-"""Matched-budget ensembles: the pooled estimator against exhaustive enumeration, the allocation
-optimiser against exhaustive search, and the ensembles table."""
+"""Matched-budget ensembles: the pooled estimator against exhaustive enumeration and against simulated
+draws (unbiased when draws of different alphas are independent, biased low when they share their random
+numbers), the allocation optimiser against exhaustive search, and the ensembles table."""
 from __future__ import annotations
 
 import itertools
@@ -7,8 +8,8 @@ import itertools
 import numpy as np
 import pytest
 
-from ewa.analysis.ensemble import (EnsembleSettings, ensemble_pass, matched_budget_table, optimize_allocation,
-                                   uniform_allocation)
+from ewa.analysis.ensemble import (EnsembleSettings, dev_test_split, ensemble_pass, matched_budget_table,
+                                   optimize_allocation, uniform_allocation)
 from ewa.analysis.metrics import pass_at_k
 
 
@@ -31,6 +32,70 @@ def test_pooled_estimator_equals_exhaustive_enumeration():
         alloc = rng.integers(0, n.min(axis=0) + 1)
         want = [enumerate_pass(n[p], c[p], alloc) for p in range(P)]
         np.testing.assert_allclose(ensemble_pass(n, c, alloc), want, atol=1e-12)
+
+
+# Known per-problem, per-alpha solve rates for the simulations: similar rates (rows 0-1), one strong
+# alpha (rows 2, 5), rare successes (row 3), an alpha that never solves (rows 4, 5).
+SOLVE_RATE = np.array([[0.10, 0.15, 0.20], [0.30, 0.30, 0.30], [0.05, 0.40, 0.10],
+                       [0.02, 0.05, 0.08], [0.00, 0.25, 0.50], [0.60, 0.10, 0.00]])
+ALLOCATIONS = ([4, 4, 4], [6, 0, 6], [2, 5, 5], [12, 0, 0])  # B = 12 = n; the last is a single alpha
+N_SAMPLES, REPLICATES = 12, 4000
+
+
+def simulate_records(shared_random_numbers: bool, seed: int) -> np.ndarray:
+    """AC outcomes of simulated sample records [replicate, problem, alpha, sample]: sample s of alpha a
+    is AC when its uniform is below SOLVE_RATE[problem, a]. With shared random numbers, sample s of every
+    alpha uses the same uniform (a seed without the alpha in it); otherwise each draws its own."""
+    rng = np.random.default_rng(seed)
+    P, A = SOLVE_RATE.shape
+    uniforms = rng.random((REPLICATES, P, 1 if shared_random_numbers else A, N_SAMPLES))
+    return uniforms < SOLVE_RATE[None, :, :, None]
+
+
+def estimated_pass(ac: np.ndarray, allocation) -> np.ndarray:
+    """The pooled estimator on each replicate's records: [replicate, problem]."""
+    R, P, A, n = ac.shape
+    c = ac.sum(axis=-1).reshape(R * P, A)
+    return ensemble_pass(np.full_like(c, n), c, allocation).reshape(R, P)
+
+
+def exact_pass(allocation) -> np.ndarray:
+    """Per-problem pass rate of b_i fresh, independent draws from each alpha: 1 - prod (1 - p_i)^b_i."""
+    return 1.0 - np.prod((1.0 - SOLVE_RATE) ** np.asarray(allocation), axis=1)
+
+
+def standard_error(x: np.ndarray) -> np.ndarray:
+    return x.std(axis=0, ddof=1) / np.sqrt(len(x))
+
+
+def test_pooled_estimator_is_unbiased_for_independent_draws():
+    ac = simulate_records(shared_random_numbers=False, seed=11)
+    for allocation in ALLOCATIONS:
+        estimates = estimated_pass(ac, allocation).mean(axis=1)  # pass@B over problems, per replicate
+        # Within 4 standard errors of the mean over replicates (seeded, so it cannot flake). The SE is
+        # below 0.003, so a bias like the ~0.03 of correlated draws (below) would fail by ~10 SE.
+        gap = abs(estimates.mean() - exact_pass(allocation).mean())
+        assert gap <= 4 * standard_error(estimates), (allocation, gap)
+        assert standard_error(estimates) < 0.003
+
+
+def test_pooled_estimator_underestimates_ensembles_of_draws_sharing_their_random_numbers():
+    """Common random numbers: every alpha's sample s is driven by the same uniform, so alphas succeed
+    together. An ensemble that spends its B samples on B different sample slots (b_i slots per alpha)
+    still makes independent draws and passes at the exact rate; the estimator, computed from the
+    correlated records, multiplies covarying miss probabilities and comes out low."""
+    ac = simulate_records(shared_random_numbers=True, seed=12)
+    for allocation in ALLOCATIONS:
+        allocation = np.array(allocation)
+        owner = np.repeat(np.arange(len(allocation)), allocation)  # slot s is drawn from alpha owner[s]
+        true_pass = ac[:, :, owner, np.arange(allocation.sum())].any(axis=-1).mean(axis=1)  # [replicate]
+        estimate = estimated_pass(ac, allocation).mean(axis=1)
+        assert abs(true_pass.mean() - exact_pass(allocation).mean()) <= 4 * standard_error(true_pass)
+        bias = estimate - true_pass  # paired: the same records
+        if np.count_nonzero(allocation) == 1:  # one alpha: nothing to correlate with, b = n is exact
+            assert np.all(bias == 0)
+        else:
+            assert bias.mean() < -0.02 and bias.mean() < -10 * standard_error(bias), (allocation, bias.mean())
 
 
 def test_single_checkpoint_is_pass_at_k_and_overdraw_is_refused():
@@ -79,6 +144,16 @@ def test_optimizer_against_exhaustive_search(exhaustive_limit):
         assert np.all(gaps < 1e-12)
     else:  # a heuristic: optimal almost always, never far off
         assert np.mean(gaps < 1e-12) >= 0.95 and gaps.max() < 0.02
+
+
+@pytest.mark.parametrize("exhaustive_limit", [20000, 0], ids=["exact", "local-search"])
+def test_optimizer_prefers_a_single_alpha_it_cannot_beat(exhaustive_limit):
+    # alpha 1 solves every problem in 5 of 10 samples: 6 or more of its samples never all miss, so
+    # +1:6 +2:4 scores 1 as well as +1:10; a mixture that only ties is not chosen
+    n, c = np.full((5, 3), 10), np.tile([0, 5, 0], (5, 1))
+    assert optimize_allocation(n, c, 10, exhaustive_limit=exhaustive_limit).tolist() == [0, 10, 0]
+    nothing_solved = optimize_allocation(np.full((2, 2), 10), np.zeros((2, 2), int), 4, exhaustive_limit=exhaustive_limit)
+    assert np.count_nonzero(nothing_solved) == 1
 
 
 def test_optimizer_respects_tight_caps_with_large_steps():
@@ -134,3 +209,31 @@ def test_table_marks_budgets_a_single_cannot_reach():
                                    "pass_at_budget", "pass_at_budget_lo", "pass_at_budget_hi",
                                    "gain_vs_best_single", "gain_lo", "gain_hi", "reference",
                                    "dev_pass_at_budget", "note"]
+
+
+def test_dev_and_test_are_split_by_family():
+    # 12 families of 1-3 sibling instances, listed in a scrambled order
+    families = np.array([f"mini/fam{i}" for i in (0, 0, 1, 2, 2, 2, 3, 4, 5, 5, 6, 7, 7, 8, 9, 10, 11, 11)])
+    families = families[np.random.default_rng(3).permutation(len(families))]
+    dev, test = dev_test_split(families, 0.5, seed=4)
+    assert sorted(np.concatenate([dev, test]).tolist()) == list(range(len(families)))
+    assert not set(families[dev]) & set(families[test])  # no family on both sides
+    assert len(set(families[dev])) == 6
+    again = dev_test_split(families, 0.5, seed=4)
+    assert all(np.array_equal(a, b) for a, b in zip((dev, test), again))  # deterministic given the seed
+    order = np.argsort(families, kind="stable")  # the problems' order does not matter
+    dev_sorted, _ = dev_test_split(families[order], 0.5, seed=4)
+    assert set(families[order][dev_sorted]) == set(families[dev])
+    assert any(set(families[dev_test_split(families, 0.5, seed=s)[0]]) != set(families[dev]) for s in range(5, 10))
+    # no families: each problem its own; two families: one each side
+    assert [len(x) for x in dev_test_split(np.arange(10), 0.5, seed=0)] == [5, 5]
+    assert {len(x) for x in dev_test_split(np.array(["a", "a", "a", "b"]), 0.9, seed=0)} == {1, 3}
+
+
+def test_held_out_ensembles_are_fitted_on_other_families():
+    n, c = complementary(P=12, m=6)
+    families = np.repeat(["f0", "f1", "f2"], 4)  # three families of four siblings
+    table = matched_budget_table(n, c, [0.0, 0.5, 1.0], EnsembleSettings(budgets=(6,), bootstrap=0), families)
+    assert set(table.loc[table.split == "test", "n_problems"]) <= {4, 8}  # whole families only
+    with pytest.raises(ValueError, match="2 family labels for 12 problems"):
+        matched_budget_table(n, c, [0.0, 0.5, 1.0], EnsembleSettings(budgets=(6,), bootstrap=0), families[:2])

@@ -12,8 +12,9 @@ import pytest
 from helpers import alpha_specs, expected_rate, write_design
 
 from ewa.alphas import alpha_label, parse_alpha_spec
-from ewa.analysis.frontier import pareto_mask
+from ewa.analysis.frontier import load_grid, pareto_mask
 from ewa.cli import main
+from ewa.problems import Problem
 
 
 def test_labels_and_alpha_specs():
@@ -80,12 +81,24 @@ def test_frontier_on_a_synthetic_eval_set(tmp_path, capsys):
     assert {"uniform all", "uniform endpoints", "uniform [0,1]", "uniform extrapolated",
             "optimized (dev-selected)"} <= set(ens.ensemble)
     assert "uniform interpolated" not in set(ens.ensemble)  # one interpolated alpha is a single
+    # dev and test are split by family (helpers.FAMILY: p0-p2 one family, p3 another), never 2 + 2
+    assert set(ens.loc[ens.split == "test", "n_problems"]) in ({1}, {3})
 
     summary = json.loads((out / "summary.json").read_text())
     assert summary["solved_by_any_alpha"] == 3 and summary["solved_by_every_alpha"] == 2
     prov = json.loads((out / "provenance.json").read_text())
     assert prov["config"]["metrics"]["k"] == [1, 5] and len(prov["inputs"]) == 6
     assert (out / "frontier.png").stat().st_size > 10_000 and not (out / "frontier.svg").exists()
+
+
+def test_families_come_from_the_problems_file(tmp_path):
+    paths, problems = write_design(tmp_path)
+    grid = load_grid([(a, p) for a, p in zip((-0.5, 0.0, 0.5, 1.0, 1.5), paths)], problems)
+    assert grid.families.tolist() == ["f0", "f0", "f0", "f1"]  # meta.family, as the mini loader writes it
+    record = json.loads(problems.read_text().splitlines()[0])
+    del record["meta"]
+    assert Problem.from_record(record).family == "p0"  # no family: the problem is its own
+    assert load_grid([(0.0, paths[1])]).families is None
 
 
 def test_bad_grids_fail_cleanly(tmp_path, capsys):

@@ -88,7 +88,7 @@ def test_the_sandbox_section_reaches_every_rule_that_runs_model_code(tmp_path):
             sandbox = config_of(command)["sandbox"]
             assert sandbox["docker_image"] == PROBE_IMAGE and sandbox["python"] == "/opt/py/bin/python3", (rule, command)
     # Every job that reads the config, whatever its stage, takes it by the one path.
-    reads_no_config = {"approaches", "science"}
+    reads_no_config = {"approaches"}
     assert all("--config '" in c for rule, cs in commands.items() if rule not in reads_no_config for c in cs)
 
 

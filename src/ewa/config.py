@@ -125,6 +125,10 @@ def _check_consistency(config: dict) -> None:
         raise ConfigError(f"config: key 'merge.alphas': {e}") from None
     if len(set(tags)) != len(tags):
         raise ConfigError(f"config: key 'merge.alphas': duplicate alphas {config['merge']['alphas']}")
+    tuned = sorted(set(config["science"]["seeds"]) & set(config["science"]["design_seeds"]))
+    if tuned:
+        raise ConfigError(f"config: key 'science.seeds': seed(s) {tuned} also tuned the design (science.design_seeds); "
+                          "report only seeds the design never saw")
 
 
 def _read(path: str | Path) -> dict:

@@ -67,6 +67,12 @@ class Problem:
                                f"got {self.judge!r}")
 
     @property
+    def family(self) -> str:
+        """The family this problem is an instance of: the mini set records it (meta["family"], sibling
+        instances differ only in a parameter); a problem of a benchmark without families is its own."""
+        return str(self.meta.get("family") or self.id)
+
+    @property
     def public_tests(self) -> list[tuple[int, Test]]:
         return [(i, t) for i, t in enumerate(self.tests) if t.public]
 

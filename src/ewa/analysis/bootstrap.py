@@ -26,6 +26,20 @@ def bootstrap_counts(n_problems: int, reps: int, seed: int) -> np.ndarray:
     return np.bincount(flat, minlength=reps * n_problems).reshape(reps, n_problems).astype(np.float64)
 
 
+def resampled_means(values: np.ndarray, boot: np.ndarray) -> np.ndarray:
+    """Means over problems (axis 0) of `values` (P, ...) in every resample of `boot` (R, P): (R, ...).
+    For statistics that are not a mean themselves (claim 3a's share): compute them on each resample."""
+    values = np.asarray(values, dtype=np.float64)
+    sums = np.tensordot(boot, values, axes=1)
+    return sums / boot.sum(axis=1).reshape(-1, *(1,) * (values.ndim - 1))
+
+
+def percentile_interval(samples: np.ndarray, ci: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """The central `ci` percentile interval of bootstrap `samples` (R, ...) along axis 0."""
+    lo, hi = np.percentile(samples, [50 * (1 - ci), 50 * (1 + ci)], axis=0)
+    return lo, hi
+
+
 def weighted_means(X: np.ndarray, W: np.ndarray, boot: np.ndarray | None, ci: float = 0.95):
     """Point estimates and percentile CIs of sum(w*x)/sum(w) over problems (axis 0).
 

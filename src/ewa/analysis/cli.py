@@ -5,6 +5,8 @@
     ewa approaches --evals alpha=A:PATH ... --samples alpha=A:PATH ... --out-dir DIR
     ewa science --claims DIR ... --approaches DIR ... --frontier-plot PNG --out-dir DIR
 
+`ewa science` reads `science.design_seeds` and `seed` from the config: which seeds tuned the design.
+
 Each --evals/--samples item names one grid point's file as `alpha=A:PATH` (ewa.alphas). pass@k values,
 the ensemble budget, bootstrap resamples and the seed come from the config (`evaluate`, `seed`); flags
 override them.
@@ -77,7 +79,7 @@ def add_claims_arguments(parser: argparse.ArgumentParser) -> None:
 def claims(args: argparse.Namespace, config: dict) -> int:
     import pandas as pd
 
-    from ewa.analysis.claims import measure, per_alpha
+    from ewa.analysis.claims import headroom, measure, per_alpha
     from ewa.analysis.frontier import load_grid
 
     seed, reps = option(args.seed, config["seed"]), option(args.bootstrap, config["evaluate"]["bootstrap"])
@@ -85,18 +87,20 @@ def claims(args: argparse.Namespace, config: dict) -> int:
     grid = load_grid(specs)
     ensembles = pd.read_csv(args.ensembles) if args.ensembles else None
     table = measure(grid, ensembles, reps, seed)
-    shown = table[["title", "measure", "value", "ci_lo", "ci_hi", "verdict", "note"]]
+    shown = table[["title", "measure", "value", "ci_lo", "ci_hi", "verdict", "allocation", "note"]]
     with atomic_path(args.out_dir) as tmp:
         tmp.mkdir()
         table.to_csv(tmp / "claims.csv", index=False)
         per_alpha(grid).to_csv(tmp / "per_alpha.csv", index=False)
+        write_json(tmp / "headroom.json", headroom(grid))
         (tmp / "claims.html").write_text(shown.to_html(index=False, float_format=lambda v: f"{v:+.3f}"))
         write_json(tmp / "provenance.json", provenance(
             {"bootstrap": reps, "seed": seed, "alphas": grid.alphas.tolist(),
              "evals": {str(p): sha256_file(p) for _, p in specs},
              "ensembles": sha256_file(args.ensembles) if args.ensembles else None}))
     for r in table.itertuples():
-        print(f"{r.title}: {r.value:+.3f} [{r.ci_lo:+.3f}, {r.ci_hi:+.3f}] {r.verdict} {r.note}".rstrip())
+        chosen = f" ({r.allocation})" if isinstance(r.allocation, str) and r.allocation else ""
+        print(f"{r.title}: {r.value:+.3f} [{r.ci_lo:+.3f}, {r.ci_hi:+.3f}] {r.verdict}{chosen} {r.note}".rstrip())
     return 0
 
 
@@ -143,7 +147,8 @@ def add_science_arguments(parser: argparse.ArgumentParser) -> None:
 def science(args: argparse.Namespace, config: dict) -> int:
     from ewa.analysis.science import write_science
 
-    print(write_science(args.claims, args.approaches, args.frontier_plot, args.out_dir, args.benchmark, args.setting))
+    print(write_science(args.claims, args.approaches, args.frontier_plot, args.out_dir, args.benchmark, args.setting,
+                        config["science"]["design_seeds"], config["seed"]))
     return 0
 
 

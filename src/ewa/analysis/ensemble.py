@@ -1,10 +1,18 @@
 """Matched-budget ensembles over the alpha grid: spend B samples per problem across several merged
-checkpoints (b_i from alpha i, sum b_i = B) and estimate pass@B without bias from the pooled samples.
+checkpoints (b_i from alpha i, sum b_i = B) and estimate pass@B from the pooled samples.
 
 For one problem, drawing b_i of alpha i's n_i judged samples without replacement misses every AC with
-probability C(n_i - c_i, b_i) / C(n_i, b_i); draws from different checkpoints are independent, so
-pass@B = 1 - prod_i C(n_i - c_i, b_i) / C(n_i, b_i), averaged over problems. A single checkpoint is the
-special case of one b_i = B (it is estimable only while B <= n_i).
+probability C(n_i - c_i, b_i) / C(n_i, b_i), an unbiased estimate of (1 - p_i)^b_i. The estimator
+pass@B = 1 - prod_i C(n_i - c_i, b_i) / C(n_i, b_i), averaged over problems, multiplies these.
+
+Assumption: the samples of different checkpoints are independent draws (given the problem). Then the
+factors are independent, the expectation of their product is the product of (1 - p_i)^b_i, and the
+estimate is unbiased for the pass rate of an ensemble that draws b_i fresh samples from each alpha.
+If draws are positively correlated across alphas (samples that share their random numbers, as when a
+sample's seed did not depend on the alpha), alphas succeed and fail together, the factors covary, and
+the expected product exceeds the product of expectations: the estimate is biased low, against
+ensembles (tests/test_ensemble.py measures both). A single checkpoint is the special case of one
+b_i = B (it is estimable only while B <= n_i) and needs no assumption.
 """
 from __future__ import annotations
 
@@ -23,7 +31,7 @@ from ewa.analysis.metrics import miss_probability
 class EnsembleSettings:
     budgets: tuple[int, ...] | None = None  # samples per problem; None = the smallest sample count n
     windows: tuple[int, ...] = (2, 3)  # widths of contiguous alpha windows mixed uniformly
-    dev_fraction: float = 0.5  # share of problems the allocation (and the best single) is chosen on
+    dev_fraction: float = 0.5  # share of families the allocation (and the best single) is chosen on
     seed: int = 0  # dev/test split and bootstrap
     bootstrap: int = 1000
     ci: float = 0.95
@@ -39,6 +47,8 @@ def ensemble_pass(n: np.ndarray, c: np.ndarray, allocation) -> np.ndarray:
     """Per-problem chance that pooled draws (allocation[i] from alpha i) contain an AC.
 
     n, c: (P, A) sample and AC counts per problem and alpha. Raises ValueError if some b_i > n_i.
+    Unbiased for the ensemble's pass rate only if samples of different alphas are independent draws
+    (module docstring); with positively correlated draws it underestimates it.
     """
     n, c = np.asarray(n), np.asarray(c)
     allocation = np.asarray(allocation, dtype=np.int64)
@@ -90,6 +100,8 @@ def optimize_allocation(n: np.ndarray, c: np.ndarray, budget: int, step: int | N
     search (move `step` samples between two alphas while it helps, halving the step down to 1) started
     from a greedy build-up, the uniform split and the best single checkpoint; the best result is
     returned, so it is never worse on these problems than the uniform split or the best single.
+    Among allocations that tie, the one over the fewest alphas wins: a mixture is chosen only when it
+    beats every simpler one (a tie with a single alpha is no reason to call the choice an ensemble).
     """
     n, c = np.asarray(n, dtype=np.int64), np.asarray(c, dtype=np.int64)
     P, A = n.shape
@@ -144,7 +156,7 @@ def optimize_allocation(n: np.ndarray, c: np.ndarray, budget: int, step: int | N
         values = np.concatenate([
             1.0 - T[rows[None, :, None], np.arange(A)[None, None, :], g[:, None, :]].prod(axis=2).mean(axis=1)
             for g in np.array_split(grid, max(1, len(grid) * P * A // 2_000_000))])
-        return grid[int(np.argmax(values))]
+        return simplest_best(list(grid), values)
     step = step or max(1, budget // 16)
     starts = [greedy(step)]
     uni = uniform_allocation(budget, A)
@@ -154,7 +166,14 @@ def optimize_allocation(n: np.ndarray, c: np.ndarray, budget: int, step: int | N
     if singles:
         starts.append(max(singles, key=value))
     results = [local_search(s.astype(np.int64), step) for s in starts]
-    return max(results, key=lambda r: r[1])[0]
+    return simplest_best([r[0] for r in results], np.array([r[1] for r in results]))
+
+
+def simplest_best(allocations: list[np.ndarray], values: np.ndarray, tie: float = 1e-12) -> np.ndarray:
+    """The allocation with the highest value; among ties (within `tie`) the one over the fewest alphas,
+    then the first."""
+    tied = np.flatnonzero(values >= values.max() - tie)
+    return allocations[min(tied, key=lambda i: np.count_nonzero(allocations[i]))]
 
 
 def _uniform_sets(alphas: np.ndarray, windows) -> list[tuple[str, str, list[int]]]:
@@ -219,23 +238,40 @@ def _finish(rows: list[dict], reference: dict | None, boot, ci) -> list[dict]:
     return rows
 
 
-def matched_budget_table(n: np.ndarray, c: np.ndarray, alphas, settings: EnsembleSettings = EnsembleSettings()
-                         ) -> pd.DataFrame:
+def dev_test_split(families, dev_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Problem indices of the dev and test parts, split by family: sibling instances of one family are
+    near-duplicates, so a family on both sides would let the dev choice peek at test problems.
+
+    families: one label per problem (a problem without a family is its own). Deterministic in seed and
+    independent of the problems' order (families are shuffled from their sorted order). With two or
+    more families each side gets at least one.
+    """
+    names, family_of = np.unique(np.asarray(families), return_inverse=True)  # sorted labels
+    order = np.random.default_rng(seed).permutation(len(names))
+    n_dev = int(round(len(names) * dev_fraction))
+    if len(names) >= 2:
+        n_dev = min(max(n_dev, 1), len(names) - 1)
+    in_dev = np.isin(family_of.ravel(), order[:n_dev])
+    return np.flatnonzero(in_dev), np.flatnonzero(~in_dev)
+
+
+def matched_budget_table(n: np.ndarray, c: np.ndarray, alphas, settings: EnsembleSettings = EnsembleSettings(),
+                         families=None) -> pd.DataFrame:
     """Every single checkpoint and mixture at each budget: one row per (budget, split, ensemble).
 
     split 'all': singles, uniform mixtures and alpha windows on every problem; the gain is over the
     oracle best single (chosen on the same problems, which favours the single).
-    split 'test': the allocation optimised on a seeded dev half and the single best on dev, both
-    evaluated on the held-out problems; the gain is over that dev-selected single.
+    split 'test': the allocation optimised on a seeded dev part and the single best on dev, both
+    evaluated on the held-out problems; the gain is over that dev-selected single. The parts are split by
+    `families` (one label per problem; None: every problem its own family).
     """
     n, c = np.asarray(n, dtype=np.int64), np.asarray(c, dtype=np.int64)
     alphas = np.asarray(alphas, dtype=np.float64)
     P, A = n.shape
     budgets = settings.budgets or (int(n.min()),)
-    rng = np.random.default_rng(settings.seed)
-    perm = rng.permutation(P)
-    n_dev = int(round(P * settings.dev_fraction))
-    dev, test = np.sort(perm[:n_dev]), np.sort(perm[n_dev:])
+    if families is not None and len(families) != P:
+        raise ValueError(f"{len(families)} family labels for {P} problems")
+    dev, test = dev_test_split(np.arange(P) if families is None else families, settings.dev_fraction, settings.seed)
     boot_all = bootstrap_counts(P, settings.bootstrap, settings.seed) if settings.bootstrap else None
     boot_test = (bootstrap_counts(len(test), settings.bootstrap, settings.seed + 1)
                  if settings.bootstrap and len(test) else None)

@@ -16,7 +16,7 @@ from ewa.analysis.behaviour import behaviour_table
 from ewa.analysis.bootstrap import bootstrap_counts, weighted_means
 from ewa.analysis.ensemble import EnsembleSettings, matched_budget_table
 from ewa.analysis.metrics import (MetricsSettings, VerdictCounts, pass_at_k_or_nan, per_problem_stats,
-                                  problem_difficulties, read_evals)
+                                  problem_attributes, read_evals)
 from ewa.io import atomic_path, provenance, write_json
 
 TABLES = ("frontier.csv", "frontier_by_difficulty.csv", "pass_at_k_curves.csv", "solve_matrix.parquet",
@@ -32,10 +32,12 @@ def output_files(formats=PLOT_FORMATS) -> list[str]:
 
 @dataclass
 class AlphaGrid(VerdictCounts):
-    """Verdict counts of every problem under every alpha: counts[p, a, v], alphas ascending."""
+    """Verdict counts of every problem under every alpha: counts[p, a, v], alphas ascending.
+    difficulty and family per problem come from the problems file (None without one)."""
     alphas: np.ndarray = None
     sources: list[str] = None
     difficulty: np.ndarray | None = None
+    families: np.ndarray | None = None
 
 
 def load_grid(specs: list[tuple[float, Path]], problems: Path | None = None) -> AlphaGrid:
@@ -58,8 +60,9 @@ def load_grid(specs: list[tuple[float, Path]], problems: Path | None = None) -> 
             raise ValueError(f"{t.source}: problems differ from {ref.source}: {len(missing)} missing, "
                              f"{len(extra)} extra (e.g. {example!r})")
     counts = np.stack([t.counts for t in tables], axis=1)
-    difficulty = problem_difficulties(problems, ref.problem_ids) if problems else None
-    return AlphaGrid(ref.problem_ids, counts, alphas, [t.source for t in tables], difficulty)
+    difficulty, families = (problem_attributes(problems, ref.problem_ids, "difficulty", "family")
+                            if problems else (None, None))
+    return AlphaGrid(ref.problem_ids, counts, alphas, [t.source for t in tables], difficulty, families)
 
 
 def pareto_mask(points, minimize=True) -> np.ndarray:
@@ -146,7 +149,7 @@ def write_frontier(grid: AlphaGrid, out_dir: Path, metrics: MetricsSettings, ens
                    formats=PLOT_FORMATS, prov: dict | None = None) -> dict:
     """Write every table and plot into out_dir at once (a temp dir renamed on success)."""
     front = frontier_table(grid.counts, grid.alphas, metrics)
-    ens = matched_budget_table(grid.n, grid.c, grid.alphas, ensembles)
+    ens = matched_budget_table(grid.n, grid.c, grid.alphas, ensembles, grid.families)
     curves = pass_at_k_curves(grid)
     pairs = overlaps(grid)
     solved = grid.c > 0

@@ -200,14 +200,15 @@ def read_evals(path: str | os.PathLike) -> ProblemCounts:
     return ProblemCounts(np.array(ids.to_pylist(), dtype=object), counts, str(path))
 
 
-def problem_difficulties(problems_path: str | os.PathLike, problem_ids) -> np.ndarray:
-    """Difficulty of each evaluated problem; an id absent from the problems file is an error."""
-    by_id = {p.id: p.difficulty for p in read_problems(problems_path)}
+def problem_attributes(problems_path: str | os.PathLike, problem_ids, *names: str) -> list[np.ndarray]:
+    """Each named attribute of every evaluated problem (e.g. "difficulty", "family"), in problem_ids'
+    order; an id absent from the problems file is an error."""
+    by_id = {p.id: p for p in read_problems(problems_path)}
     missing = [pid for pid in problem_ids if pid not in by_id]
     if missing:
         raise ValueError(f"{problems_path}: {len(missing)} evaluated problem(s) not in the problems file, "
                          f"e.g. {missing[0]!r}")
-    return np.array([by_id[pid] for pid in problem_ids], dtype=object)
+    return [np.array([getattr(by_id[pid], name) for pid in problem_ids], dtype=object) for name in names]
 
 
 # ---------------------------------------------------------------------------------------------------

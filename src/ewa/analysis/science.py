@@ -1,7 +1,8 @@
 """The study's claims over several seeds: one table (markdown, the README's results section) with each
-claim's value per seed and whether every seed's CI lies on the claimed side, a seed-band plot, and the
-first seed's frontier plot. Every number comes from the pipeline's own per-seed outputs: each seed's
-claims (paired bootstrap CIs over problems) and approaches tables.
+claim's value per seed and whether every seed's CI lies on the claimed side, each seed's ensemble
+headroom and choice, a seed-band plot, and the first seed's frontier plot. Every number comes from the
+pipeline's own per-seed outputs: each seed's claims (paired bootstrap CIs over problems, headroom) and
+approaches tables.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from ewa.alphas import alpha_tag  # noqa: E402
+from ewa.analysis.claims import ENSEMBLE_ROWS  # noqa: E402
 from ewa.io import atomic_path, write_text  # noqa: E402
 
 OUTPUT_FILES = ("science.md", "seeds.png", "frontier.png")
@@ -24,14 +26,17 @@ RATES = (("opt", "TLE+MLE", "tab:red"), ("corr", "WA+RE+CE", "tab:blue"), ("ac",
          ("ce", "of which CE", "tab:grey"))
 
 
-def read_run(claims_dir: Path, approaches_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, int]:
-    """One seed's claims.csv, per_alpha.csv, approaches.csv and its seed (from the claims' provenance)."""
-    files = [claims_dir / "claims.csv", claims_dir / "per_alpha.csv", approaches_dir / "approaches.csv"]
+def read_run(claims_dir: Path, approaches_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict, int]:
+    """One seed's claims.csv, per_alpha.csv, approaches.csv, headroom.json and its seed (from the claims'
+    provenance)."""
+    files = [claims_dir / "claims.csv", claims_dir / "per_alpha.csv", approaches_dir / "approaches.csv",
+             claims_dir / "headroom.json"]
     missing = [f for f in files if not f.is_file()]
     if missing:
         raise FileNotFoundError(f"{missing[0]}: missing (that seed's claims and approaches steps have not run)")
     seed = json.loads((claims_dir / "provenance.json").read_text())["config"]["seed"]
-    return (*map(pd.read_csv, files), int(seed))
+    tables = [pd.read_csv(f, keep_default_na=False, na_values=[""]) for f in files[:3]]
+    return (*tables, json.loads(files[3].read_text()), int(seed))
 
 
 def overall(verdicts: list[str]) -> str:
@@ -41,11 +46,21 @@ def overall(verdicts: list[str]) -> str:
     if hits == len(verdicts):
         return "**reproduced**"
     if hits == 0:
-        # Say how close the seeds that missed came ("direction only", "within CI"), once per kind.
-        near = [f"{kind} in {verdicts.count(kind)} of {len(verdicts)}" for kind in sorted(set(verdicts))
-                if kind != "not reproduced"]
-        return "not reproduced" + (f" ({'; '.join(near)})" if near else "")
+        # Say how the seeds that missed did ("direction only", "no ensemble chosen", ...), once per kind.
+        how = [f"{kind} in {verdicts.count(kind)} of {len(verdicts)}" for kind in sorted(set(verdicts))
+               if kind != "not reproduced"]
+        return "not reproduced" + (f" ({'; '.join(how)})" if how else "")
     return f"mixed: {hits} of {len(verdicts)} seeds"
+
+
+def seed_notes(notes: list, seeds: list[int]) -> str:
+    """Each seed's note, once per distinct text, naming the seeds it holds for unless it holds for all."""
+    by_text: dict[str, list[int]] = {}
+    for seed, text in zip(seeds, notes):
+        if isinstance(text, str) and text:
+            by_text.setdefault(text, []).append(seed)
+    return "; ".join(text if len(which) == len(seeds) else f"{text} (seed{'s' * (len(which) > 1)} "
+                     f"{', '.join(map(str, which))})" for text, which in by_text.items())
 
 
 def claims_table(claims: list[pd.DataFrame], seeds: list[int]) -> list[str]:
@@ -56,9 +71,33 @@ def claims_table(claims: list[pd.DataFrame], seeds: list[int]) -> list[str]:
         verdicts = [c.loc[i, "verdict"] for c in claims]
         per_seed = ", ".join(f"{v:+.3f}" for v in values)
         spread = f"{values.mean():+.3f} ± {values.std(ddof=1):.3f}" if len(values) > 1 else "one seed"
-        verdict = overall(verdicts) + (f"; {row['note']}" if isinstance(row["note"], str) and row["note"] else "")
+        # An ensemble claim's note is that seed's headroom: the per-seed table below shows every seed's.
+        why = ("headroom and allocation per seed: table below" if row["claim"] in ENSEMBLE_ROWS
+               else seed_notes([c.loc[i, "note"] for c in claims], seeds))
+        verdict = overall(verdicts) + (f"; {why}" if why else "")
         lines.append(f"| {row['title']} | {row['measure']} | {row['value']:+.3f} [{row['ci_lo']:+.3f}, "
                      f"{row['ci_hi']:+.3f}] | {spread} | {per_seed} | {verdict} |")
+    return lines
+
+
+def ensembles_table(claims: list[pd.DataFrame], headrooms: list[dict], seeds: list[int]) -> list[str]:
+    """Per seed: how many problems an ensemble could add (solved by some alpha, not by the best single
+    one), and what each ensemble claim chose and concluded."""
+    keys = [k for k in ENSEMBLE_ROWS if k in set(claims[0]["claim"])]
+    titles = [claims[0].set_index("claim").loc[k, "title"].split(".")[0] for k in keys]
+    lines = ["| seed | problems | solved by some alpha | solved by the best single alpha | "
+             + " | ".join(f"{t}: allocation | {t}: gain [95% CI], verdict" for t in titles) + " |",
+             "|---|---|---|---|" + "---|---|" * len(keys)]
+    for seed, table, room in zip(seeds, claims, headrooms):
+        rows = table.set_index("claim")
+        cells = []
+        for k in keys:
+            r = rows.loc[k]
+            cells += [r["allocation"] if isinstance(r["allocation"], str) else "–",
+                      f"{r['value']:+.3f} [{r['ci_lo']:+.3f}, {r['ci_hi']:+.3f}], {r['verdict']}"]
+        lines.append(f"| {seed} | {room['n_problems']} | {room['solved_by_some_alpha']} | "
+                     f"{room['solved_by_best_single']} (alpha {alpha_tag(room['best_single_alpha'])}) | "
+                     + " | ".join(cells) + " |")
     return lines
 
 
@@ -112,15 +151,31 @@ def plot(per_alpha: list[pd.DataFrame], seeds: list[int], out: Path, title: str)
     plt.close(fig)
 
 
+def preregistration(seeds: list[int], design_seeds: list[int], demo_seed: int) -> str:
+    """Which seeds tuned the design and which are reported; a reported seed that tuned it is an error."""
+    tuned = sorted(set(seeds) & set(design_seeds))
+    if tuned:
+        raise ValueError(f"science: seed(s) {tuned} tuned the design (science.design_seeds) and cannot be "
+                         "reported; report seeds the design never saw")
+    reported = ", ".join(map(str, seeds))
+    if not design_seeds:
+        return (f"Reported seeds: {reported}. No seeds are declared as having tuned the design "
+                "(`science.design_seeds` is empty).")
+    return (f"Pre-registered: the design was tuned by looking at the results of seeds "
+            f"{', '.join(map(str, sorted(design_seeds)))} (`science.design_seeds`; `make demo` runs seed {demo_seed}). "
+            f"The reported seeds, {reported}, are disjoint from them.")
+
+
 def write_science(claims_dirs: list[Path], approaches_dirs: list[Path], frontier_png: Path, out_dir: Path,
-                  benchmark: str, setting: str) -> str:
+                  benchmark: str, setting: str, design_seeds: list[int] = (), demo_seed: int = 0) -> str:
     """Write science.md, seeds.png and frontier.png (the first seed's) into `out_dir`; returns the markdown.
     The markdown links its figures as docs/frontier-{benchmark}-{setting}[-seeds].png, where
-    scripts/science.py copies them beside the README."""
+    scripts/science.py copies them beside the README. design_seeds, demo_seed: see preregistration()."""
     read = [read_run(Path(c), Path(a)) for c, a in zip(claims_dirs, approaches_dirs, strict=True)]
-    claims, per_alpha, approaches, seeds = (list(x) for x in zip(*read))
+    claims, per_alpha, approaches, headrooms, seeds = (list(x) for x in zip(*read))
     if len({tuple(a["alpha"]) for a in per_alpha}) > 1:
         raise ValueError("science: the seeds' runs use different alpha grids; compare runs of one config")
+    registered = preregistration(seeds, list(design_seeds), demo_seed)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     plot(per_alpha, seeds, out_dir / "seeds.png", f"{benchmark} held-out, {setting}")
@@ -131,8 +186,14 @@ def write_science(claims_dirs: list[Path], approaches_dirs: list[Path], frontier
         f"Generated by `make science` (`ewa science`) from runs with seeds {', '.join(map(str, seeds))} "
         f"on {benchmark} (held-out) / {setting}. CI: 95% paired bootstrap over problems, shown for "
         f"seed {seeds[0]}; every run's own CIs are in its `results/seed<N>/claims/{benchmark}/{setting}/claims.csv` "
-        "and report. Verdict: reproduced when every seed's CI lies on the claimed side.", "",
+        "and report. Verdict: reproduced when every seed's CI lies strictly on the claimed side (a flat "
+        "solve rate: the whole CI within ±0.05; an ensemble: a gain whose CI excludes 0, from an allocation "
+        "over two or more alphas, else \"no ensemble chosen\").", "", registered, "",
         *claims_table(claims, seeds), "",
+        "Ensembles per seed: an ensemble can only add problems that some alpha solves and the best single "
+        "one does not (within the samples drawn); the allocation each claim used (alpha:samples) and what "
+        "it gained over the single alpha.", "",
+        *ensembles_table(claims, headrooms, seeds), "",
         "Verdict shares per alpha (mean ± sd over seeds):", "", *rates_table(per_alpha), "",
         "What each alpha writes: the plan line every answer opens with (`ewa approaches`; mean over seeds). "
         "Claim 2 needs efficient attempts to fail on correctness more often than brute-force ones; claim 4 "
