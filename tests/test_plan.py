@@ -100,7 +100,8 @@ def test_32b_without_offload_or_with_vllm_at_tp1_is_refused(tmp_path, capsys):
     config, model = paper_variant(tmp_path, "paper-32b", vllm_tensor_parallel_size=1)
     rc, _, err = plan(capsys, config, model=model)
     assert rc == 1 and len(err) == 1
-    assert err[0].startswith("plan: rule train needs") and "for vLLM" in err[0] and "vllm_tensor_parallel_size" in err[0]
+    assert err[0].startswith("plan: rule train needs") and "for vLLM" in err[0]
+    assert "vllm_tensor_parallel_size" in err[0]
 
 
 def test_gpu_memory_comes_from_the_profile(tmp_path, capsys):

@@ -104,7 +104,8 @@ def test_slurm_jobs_survive_site_time_limits(tmp_path):
         assert profile["set-resources"][rule]["runtime"] <= 24 * 60, rule
     for rule, res in profile["set-resources"].items():  # ewa plan checks every GPU job against it
         assert not res.get("gpu") or res["gpu_mem_gb"] == 80, rule
-    out = dry_run(tmp_path, "--profile", ROOT / "profiles" / "slurm", "--configfile", ROOT / "configs" / "paper-7b.yaml")
+    out = dry_run(tmp_path, "--profile", ROOT / "profiles" / "slurm", "--configfile",
+                  ROOT / "configs" / "paper-7b.yaml")
     outputs = re.findall(r"^\s*output: (results/seed0/checkpoints/\S+)$", out, re.M)
     assert outputs and all(work_dir_for(Path(o)).parent == Path(o).parent for o in outputs)
     assert all(not str(work_dir_for(Path(o))).startswith(o + "/") for o in outputs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -57,7 +58,8 @@ def build_plan(args: argparse.Namespace) -> dict:
     profile = load_profile(args.profile)
     arch = architecture(config["model"], args.model_config)
     given = given_problems(args.problems, config["benchmarks"])
-    benchmarks = [workload.benchmark(name, entry, config["seed"], given) for name, entry in config["benchmarks"].items()]
+    benchmarks = [workload.benchmark(name, entry, config["seed"], given)
+                  for name, entry in config["benchmarks"].items()]
     train = workload.benchmark("train_data", config["train_data"], config["seed"], {})
     inputs = Inputs(config, arch, profile, args.prompt_tokens, benchmarks, train.tests,
                     args.alphas_at_once or profile.group_sizes.get("merge", 1))
@@ -73,8 +75,17 @@ def build_plan(args: argparse.Namespace) -> dict:
     }
 
 
-def cell(value, unit: str = "") -> str:
-    return "-" if value is None or value == 0 else f"{value:,}{unit}" if isinstance(value, int) else f"{value:,.1f}{unit}"
+def wrap(text: str) -> list[str]:
+    """Lines of at most WIDTH characters that never split a number from its unit."""
+    glued = re.sub(r"(\d) (min|h|s|GB)\b", "\\1\u00a0\\2", text)  # textwrap breaks only at ASCII spaces
+    lines = textwrap.wrap(glued, WIDTH, subsequent_indent="  ", break_on_hyphens=False)
+    return [line.replace("\u00a0", " ") for line in lines]
+
+
+def cell(value) -> str:
+    if value is None or value == 0:
+        return "-"
+    return f"{value:,}" if isinstance(value, int) else f"{value:,.1f}"
 
 
 def render(plan: dict) -> str:
@@ -82,30 +93,28 @@ def render(plan: dict) -> str:
     lines = [f"ewa plan: {plan['configfile']} on {plan['profile'] or 'no profile (CPU only)'}",
              f"model: {m['model_type']} from {m['source']}: {m['parameters']:,} parameters", "",
              f"{'rule':<9}{'jobs':>5}{'GPUs':>6}{'peak GB/GPU':>14}{'h/job':>8}{'GPU-h':>8}{'CPU-h':>9}"
-             f"{'programs':>14}{'disk GB':>10}"]
+             f"{'programs':>14}{'written GB':>12}"]
     for r in plan["rules"].values():
         peak = f"{r['peak_gb']:.1f}/{r['gpu_mem_gb']:g}" if r["peak_gb"] is not None else "-"
         lines.append(f"{r['rule']:<9}{r['jobs']:>5}{r['gpus']:>6}{peak:>14}{cell(r['hours']):>8}"
                      f"{cell(r['gpu_hours']):>8}{cell(r['cpu_hours']):>9}{cell(r['program_runs']):>14}"
-                     f"{cell(r['disk_gb']):>10}" + ("  REFUSED" if r["refusal"] else ""))
+                     f"{cell(r['disk_gb']):>12}" + ("  REFUSED" if r["refusal"] else ""))
     lines.append("")
     for r in plan["rules"].values():
         for d in r["details"]:
-            lines += textwrap.wrap(f"{r['rule']}: {d}", WIDTH, subsequent_indent="  ")
+            lines += wrap(f"{r['rule']}: {d}")
     d = plan["disk"]
     kept = " + ".join(f"{k} {v:,.1f}" for k, v in d["kept_gb"].items())
     merged = (f"merged models are temp: {d['merged_peak_gb']:,.1f} GB for {d['alphas_at_once']} alphas at once, "
               f"{d['merged_all_gb']:,.1f} GB if all were kept" if d["merge_temp"]
               else f"merged models kept: {d['merged_all_gb']:,.1f} GB")
-    lines += [""] + textwrap.wrap(f"disk: kept {kept} = {d['total_gb']:,.1f} GB; peak {d['peak_gb']:,.1f} GB "
-                                  f"(trainer checkpoints {d['trainer_checkpoints_gb']:,.1f} GB while training; "
-                                  f"{merged})", WIDTH, subsequent_indent="  ")
+    lines += [""] + wrap(f"disk: kept {kept} = {d['total_gb']:,.1f} GB; peak {d['peak_gb']:,.1f} GB (trainer "
+                         f"checkpoints {d['trainer_checkpoints_gb']:,.1f} GB while training; {merged})")
     bench = "; ".join(f"{b['name']} {b['problems']} problems x {b['tests']:.0f} tests"
                       + ("" if b["counted"] else " (assumed: --problems NAME=N)") for b in plan["benchmarks"])
     a = plan["assumptions"]
-    lines += textwrap.wrap(f"assumed: {bench}; prompt {a['prompt_tokens']:,} tokens; {a['cpu_s_per_test']} CPU-s "
-                           f"per test; train MFU {a['train_mfu']}, decode {a['decode_mbu']} of HBM bandwidth "
-                           f"(src/ewa/plan/speed.py)", WIDTH, subsequent_indent="  ")
+    lines += wrap(f"assumed: {bench}; prompt {a['prompt_tokens']:,} tokens; {a['cpu_s_per_test']} CPU-s per test; "
+                  f"train MFU {a['train_mfu']}, decode {a['decode_mbu']} of HBM bandwidth (src/ewa/plan/speed.py)")
     return "\n".join(lines)
 
 
