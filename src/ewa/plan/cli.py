@@ -24,7 +24,7 @@ def add_plan_arguments(p: argparse.ArgumentParser) -> None:
                         "mem_mb, runtime; retries); without it every rule runs on the CPU")
     p.add_argument("--model-config", metavar="PATH",
                    help="the model's config.json, or a directory holding one (default: <model.init>/config.json)")
-    p.add_argument("--prompt-tokens", type=int, default=PROMPT_TOKENS,
+    p.add_argument("--prompt-tokens", type=int, default=PROMPT_TOKENS, metavar="N",
                    help=f"tokens of one problem's prompt (default: {PROMPT_TOKENS}, assumed)")
     p.add_argument("--problems", nargs="+", default=[], metavar="BENCHMARK=N",
                    help="problems a benchmark holds after its filters (default: counted for bundled sets, "
