@@ -86,6 +86,31 @@ def test_slurm_gpu_requests_match_what_the_paper_config_uses(name):
     assert accelerate_config_path(config["grpo"]["accelerate_config"]).is_file()
 
 
+@pytest.mark.parametrize("name", PAPER)
+def test_colocated_vllm_groups_divide_the_training_gpus(name):
+    config, res = load(ROOT / "configs" / f"{name}.yaml"), slurm_profile()["set-resources"]
+    assert int(res["train"]["gpu"]) % config["grpo"]["vllm_tensor_parallel_size"] == 0  # TRL needs whole groups
+    assert config["grpo"]["per_device_train_batch_size"]  # never the whole step's batch at once (ewa plan)
+
+
+def test_slurm_jobs_survive_site_time_limits(tmp_path):
+    """Jobs ask for no more than a 24-48 h partition allows and are resubmitted when they reach it; the
+    trainer's checkpoints live beside the rule's output, so Snakemake does not delete them with the job."""
+    from ewa.train.grpo import work_dir_for
+
+    profile = slurm_profile()
+    assert profile["retries"] >= 3
+    for rule in ("train", "sample"):
+        assert profile["set-resources"][rule]["runtime"] <= 24 * 60, rule
+    for rule, res in profile["set-resources"].items():  # ewa plan checks every GPU job against it
+        assert not res.get("gpu") or res["gpu_mem_gb"] == 80, rule
+    out = dry_run(tmp_path, "--profile", ROOT / "profiles" / "slurm", "--configfile",
+                  ROOT / "configs" / "paper-7b.yaml")
+    outputs = re.findall(r"^\s*output: (results/seed0/checkpoints/\S+)$", out, re.M)
+    assert outputs and all(work_dir_for(Path(o)).parent == Path(o).parent for o in outputs)
+    assert all(not str(work_dir_for(Path(o))).startswith(o + "/") for o in outputs)
+
+
 def test_slurm_profile_resources_reach_the_jobs(tmp_path):
     # A profiles/default directory is Snakemake's implicit *workflow* profile, loaded on top of any
     # --profile and overriding it key by key (cores, resources, default-resources): a laptop's

@@ -20,7 +20,7 @@ from helpers import PICO_WIDE, REGIMES
 from ewa.cli import main
 from ewa.problems import Problem, make_test, write_problems
 from ewa.train.grpo import batch_shape, grpo_config, grpo_settings
-from ewa.train.launch import accelerate_config_path, launch_command, vllm_server_command
+from ewa.train.launch import accelerate_config_path, launch_command
 from ewa.train.reward import CoverageReward
 
 BRUTE = ("n = int(input())\nxs = input().split()\n"
@@ -175,17 +175,26 @@ def test_scale_settings_resolve_to_a_grpo_config(tmp_path):
     assert shape == (32, 1, 4)
     assert config.bf16 is False and config.use_cpu and config.seed == 7 and config.beta == s["beta"]
     assert config.logging_steps == 1 and config.save_steps == s["save_steps"] and not config.use_vllm
-    scale = grpo_settings({"bf16": True, "gradient_checkpointing": True, "use_vllm": True, "vllm_mode": "server",
-                           "accelerate_config": "zero3", "trl": {"vllm_server_timeout": 600.0}})
-    assert scale["vllm_mode"] == "server" and scale["trl"]["vllm_server_timeout"] == 600.0
-    with pytest.raises(ValueError, match="grpo.vllm_mode"):
-        grpo_settings({"vllm_mode": "remote"})
+    scale = grpo_settings({"bf16": True, "gradient_checkpointing": True, "use_vllm": True,
+                           "vllm_tensor_parallel_size": 2, "accelerate_config": "zero3",
+                           "trl": {"vllm_enable_sleep_mode": True}})
+    config = grpo_config(scale, tmp_path, seed=7)
+    assert config.use_vllm and config.vllm_mode == "colocate" and config.vllm_tensor_parallel_size == 2
+    assert config.vllm_gpu_memory_utilization == scale["vllm_gpu_memory_utilization"] and config.vllm_enable_sleep_mode
+    # vLLM is colocated only: nothing would start the server a server-mode trainer waits for
+    with pytest.raises(ValueError, match="unknown key 'grpo.vllm_mode'"):
+        grpo_settings({"vllm_mode": "server"})
+    with pytest.raises(ValueError, match="grpo.trl.vllm_mode: only colocate"):
+        grpo_config({**scale, "trl": {"vllm_mode": "server"}}, tmp_path, seed=7)
 
 
-@pytest.mark.parametrize("name, kind", [("zero3", "DEEPSPEED"), ("fsdp", "FSDP")])
+@pytest.mark.parametrize("name, kind", [("zero3", "DEEPSPEED"), ("zero3_offload", "DEEPSPEED"), ("fsdp", "FSDP")])
 def test_shipped_accelerate_configs_parse(name, kind):
     config = load_config_from_file(str(accelerate_config_path(name)))
     assert config.distributed_type.name == kind and config.mixed_precision == "bf16"
+    if kind == "DEEPSPEED":  # the optimizer state lives on the GPUs unless the file's name says otherwise
+        offload = config.deepspeed_config["offload_optimizer_device"]
+        assert offload == ("cpu" if name.endswith("_offload") else "none")
 
 
 def test_launch_command(tmp_path):
@@ -197,13 +206,12 @@ def test_launch_command(tmp_path):
     assert cmd[:3] == ["py", "-m", "accelerate.commands.launch"]
     assert cmd[cmd.index("--config_file") + 1].endswith("ewa/train/accelerate/zero3.yaml")  # shipped in the package
     assert cmd[cmd.index("--num_processes") + 1] == "8" and cmd[-len(argv) - 3:] == ["-m", "ewa.cli", "train", *argv]
-    server = {"accelerate_config": "fsdp", "use_vllm": True, "vllm_mode": "server", "vllm_server_gpus": 2}
-    assert launch_command(argv, server, gpus=8, python="py")[6] == "6"  # 2 GPUs left to the vLLM server
+    offload = launch_command(argv, {"accelerate_config": "zero3_offload", "use_vllm": True}, gpus=8, python="py")
+    assert offload[offload.index("--config_file") + 1].endswith("ewa/train/accelerate/zero3_offload.yaml")
+    assert offload[offload.index("--num_processes") + 1] == "8"  # every GPU trains; vLLM is colocated
     custom = tmp_path / "mine.yaml"
     custom.write_text("distributed_type: MULTI_GPU\n")
     assert str(custom) in launch_command(argv, {"accelerate_config": str(custom)}, gpus=2)
     with pytest.raises(ValueError, match="grpo.accelerate_config"):
         launch_command(argv, {"accelerate_config": "zero9"}, gpus=2)
-    assert vllm_server_command("results/init", {"vllm_tensor_parallel_size": 2})[:4] == \
-        ["trl", "vllm-serve", "--model", "results/init"]
 

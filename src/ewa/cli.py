@@ -25,7 +25,10 @@ COMMANDS = {
     "claims": ("ewa.analysis.cli", "test the study's four claims on one run's alpha grid, with bootstrap CIs"),
     "approaches": ("ewa.analysis.cli", "per alpha: the approach each sample declares and its verdict mix"),
     "science": ("ewa.analysis.cli", "combine several seeds' claims into one table and a seed-band plot"),
+    "plan": ("ewa.plan.cli", "GPUs, memory per GPU, hours and disk of every rule on a profile, before queueing"),
 }
+# Commands that read a whole experiment (--configfile) rather than a stage's slice (--config).
+WHOLE_EXPERIMENT = {"plan"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,14 +41,15 @@ def main(argv: list[str] | None = None) -> int:
         p = sub.add_parser(name, help=help_text, description=help_text)
         if name == wanted:  # import only the stage that will run
             add_arguments, runners[name] = importlib.import_module(module_name).COMMANDS[name]
-            p.add_argument("--config", default=None, metavar="JSON|FILE",
-                           help="the experiment config or this step's slice of it (default: the schema's defaults)")
+            if name not in WHOLE_EXPERIMENT:
+                p.add_argument("--config", default=None, metavar="JSON|FILE",
+                               help="the experiment config or this step's slice of it (default: the schema's defaults)")
             add_arguments(p)
     args = parser.parse_args(argv)
     from ewa.config import from_arg
 
     try:
-        return runners[args.command](args, from_arg(args.config)) or 0
+        return runners[args.command](args, from_arg(getattr(args, "config", None))) or 0
     except (ValueError, FileNotFoundError) as e:  # bad input (UserError included): one line, no traceback
         print(f"ewa {args.command}: error: {e}", file=sys.stderr)
         return 2

@@ -52,9 +52,11 @@ def grpo_config(s: dict, work_dir: Path, seed: int, world_size: int = 1):
     from trl import GRPOConfig
 
     per_device, accumulation = batch_shape(s, world_size)
-    vllm_keys = ("vllm_mode", "vllm_server_host", "vllm_server_port", "vllm_gpu_memory_utilization",
-                 "vllm_tensor_parallel_size")
-    vllm = {key: s[key] for key in vllm_keys} if s["use_vllm"] else {}
+    if s["trl"].get("vllm_mode", "colocate") != "colocate":
+        # nothing starts a `trl vllm-serve`: a trainer in server mode would wait for one that never comes
+        raise UserError("grpo.trl.vllm_mode: only colocate is supported (vLLM runs inside the training processes)")
+    vllm = {"vllm_mode": "colocate", "vllm_gpu_memory_utilization": s["vllm_gpu_memory_utilization"],
+            "vllm_tensor_parallel_size": s["vllm_tensor_parallel_size"]} if s["use_vllm"] else {}
     kwargs = dict(
         output_dir=str(work_dir),
         max_steps=s["max_steps"],

@@ -1,0 +1,130 @@
+"""`ewa plan --configfile FILE [--profile DIR] [--json]`: GPUs, memory per GPU, hours, disk and sandbox
+work of every rule, before anything is queued. Exits 1 with one line naming the rule when a job would not
+fit the GPU memory the profile declares; writes nothing but stdout (and that line on stderr)."""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import textwrap
+from pathlib import Path
+
+from ewa.errors import UserError
+from ewa.plan.workload import PROMPT_TOKENS
+
+WIDTH = 100  # text plan width: readable in a terminal and in the README
+
+
+def add_plan_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--configfile", required=True, metavar="FILE",
+                   help="the whole experiment config, as given to snakemake --configfile")
+    p.add_argument("--profile", metavar="DIR",
+                   help="the Snakemake profile the run uses (its set-resources: gpu, gpu_mem_gb or gpu_model, "
+                        "mem_mb, runtime; retries); without it every rule runs on the CPU")
+    p.add_argument("--model-config", metavar="PATH",
+                   help="the model's config.json, or a directory holding one (default: <model.init>/config.json)")
+    p.add_argument("--prompt-tokens", type=int, default=PROMPT_TOKENS, metavar="N",
+                   help=f"tokens of one problem's prompt (default: {PROMPT_TOKENS}, assumed)")
+    p.add_argument("--problems", nargs="+", default=[], metavar="BENCHMARK=N",
+                   help="problems a benchmark holds after its filters (default: counted for bundled sets, "
+                        "else an assumption the plan names)")
+    p.add_argument("--alphas-at-once", type=int, metavar="N",
+                   help="merged models on disk at once with merge.temp (default: the profile's merge group size)")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+
+
+def given_problems(items: list[str], benchmarks: dict) -> dict[str, int]:
+    given = {}
+    for item in items:
+        name, _, count = item.partition("=")
+        if name not in benchmarks or not count.isdigit():
+            raise UserError(f"--problems: expected BENCHMARK=N with BENCHMARK one of {', '.join(benchmarks)}, "
+                            f"got {item!r}")
+        given[name] = int(count)
+    return given
+
+
+def build_plan(args: argparse.Namespace) -> dict:
+    from ewa.config import load
+    from ewa.plan import memory, speed, workload
+    from ewa.plan.estimate import Inputs, disk, plan_rules
+    from ewa.plan.model import architecture
+    from ewa.plan.profile import load_profile
+
+    if not Path(args.configfile).is_file():
+        raise UserError(f"--configfile: {args.configfile} is missing")
+    config = load(args.configfile)
+    profile = load_profile(args.profile)
+    arch = architecture(config["model"], args.model_config)
+    given = given_problems(args.problems, config["benchmarks"])
+    benchmarks = [workload.benchmark(name, entry, config["seed"], given)
+                  for name, entry in config["benchmarks"].items()]
+    train = workload.benchmark("train_data", config["train_data"], config["seed"], {})
+    inputs = Inputs(config, arch, profile, args.prompt_tokens, benchmarks, train.tests,
+                    args.alphas_at_once or profile.group_sizes.get("merge", 1))
+    rules = plan_rules(inputs)
+    refusal = next((r.refusal for r in rules.values() if r.refusal), None)
+    return {
+        "configfile": str(args.configfile), "profile": profile.path, "model": arch.summary(),
+        "rules": {name: vars(r) for name, r in rules.items()}, "disk": disk(inputs, rules),
+        "benchmarks": [vars(b) for b in benchmarks], "train_tests_per_problem": train.tests,
+        "assumptions": {**workload.constants(), "prompt_tokens": args.prompt_tokens, **memory.constants(),
+                        **speed.constants()},
+        "fits": refusal is None, "refusal": refusal,
+    }
+
+
+def wrap(text: str) -> list[str]:
+    """Lines of at most WIDTH characters that never split a number from its unit."""
+    glued = re.sub(r"(\d) (min|h|s|GB)\b", "\\1\u00a0\\2", text)  # textwrap breaks only at ASCII spaces
+    lines = textwrap.wrap(glued, WIDTH, subsequent_indent="  ", break_on_hyphens=False)
+    return [line.replace("\u00a0", " ") for line in lines]
+
+
+def cell(value) -> str:
+    if value is None or value == 0:
+        return "-"
+    return f"{value:,}" if isinstance(value, int) else f"{value:,.1f}"
+
+
+def render(plan: dict) -> str:
+    m = plan["model"]
+    lines = [f"ewa plan: {plan['configfile']} on {plan['profile'] or 'no profile (CPU only)'}",
+             f"model: {m['model_type']} from {m['source']}: {m['parameters']:,} parameters", "",
+             f"{'rule':<9}{'jobs':>5}{'GPUs':>6}{'peak GB/GPU':>14}{'h/job':>8}{'GPU-h':>8}{'CPU-h':>9}"
+             f"{'programs':>14}{'written GB':>12}"]
+    for r in plan["rules"].values():
+        peak = f"{r['peak_gb']:.1f}/{r['gpu_mem_gb']:g}" if r["peak_gb"] is not None else "-"
+        lines.append(f"{r['rule']:<9}{r['jobs']:>5}{r['gpus']:>6}{peak:>14}{cell(r['hours']):>8}"
+                     f"{cell(r['gpu_hours']):>8}{cell(r['cpu_hours']):>9}{cell(r['program_runs']):>14}"
+                     f"{cell(r['disk_gb']):>12}" + ("  REFUSED" if r["refusal"] else ""))
+    lines.append("")
+    for r in plan["rules"].values():
+        for d in r["details"]:
+            lines += wrap(f"{r['rule']}: {d}")
+    d = plan["disk"]
+    kept = " + ".join(f"{k} {v:,.1f}" for k, v in d["kept_gb"].items())
+    merged = (f"merged models are temp: {d['merged_peak_gb']:,.1f} GB for {d['alphas_at_once']} alphas at once, "
+              f"{d['merged_all_gb']:,.1f} GB if all were kept" if d["merge_temp"]
+              else f"merged models kept: {d['merged_all_gb']:,.1f} GB")
+    lines += [""] + wrap(f"disk: kept {kept} = {d['total_gb']:,.1f} GB; peak {d['peak_gb']:,.1f} GB (trainer "
+                         f"checkpoints {d['trainer_checkpoints_gb']:,.1f} GB while training; {merged})")
+    bench = "; ".join(f"{b['name']} {b['problems']} problems x {b['tests']:.0f} tests"
+                      + ("" if b["counted"] else " (assumed: --problems NAME=N)") for b in plan["benchmarks"])
+    a = plan["assumptions"]
+    lines += wrap(f"assumed: {bench}; prompt {a['prompt_tokens']:,} tokens; {a['cpu_s_per_test']} CPU-s per test; "
+                  f"train MFU {a['train_mfu']}, decode {a['decode_mbu']} of HBM bandwidth (src/ewa/plan/speed.py)")
+    return "\n".join(lines)
+
+
+def plan(args: argparse.Namespace, _config: dict) -> int:
+    result = build_plan(args)
+    print(json.dumps(result, indent=2) if args.json else render(result))
+    if result["refusal"]:
+        print(result["refusal"], file=sys.stderr)
+        return 1
+    return 0
+
+
+COMMANDS = {"plan": (add_plan_arguments, plan)}

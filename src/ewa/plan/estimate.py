@@ -1,0 +1,137 @@
+"""The plan of each rule that needs GPUs, disk or sandbox time (init, train, merge, sample, evaluate) and
+of the disk the whole run needs. Every figure is per job unless named a total; GB are 1e9 bytes."""
+from __future__ import annotations
+
+from ewa.plan import memory, speed, workload
+from ewa.plan.memory import CUDA_RUNTIME_GB, GB
+from ewa.plan.model import BF16
+from ewa.plan.rule import Inputs, RulePlan, attempts_note, check_heads, gb, vllm_refusal, weight_width
+from ewa.plan.training import train_plan
+
+# vLLM's default gpu_memory_utilization: ewa's sample backend leaves it, so each engine takes this share.
+VLLM_SAMPLE_UTILIZATION = 0.9
+
+
+def init_plan(i: Inputs) -> RulePlan:
+    res = i.profile.of("init")
+    size = i.arch.weight_bytes(4 if i.config["model"]["init"] == "tiny" else BF16)  # tiny: fp32; HF: as published
+    hours = round(size / (speed.FS_GB_S * GB) / 3600, 2)  # a copy; hard links take no time
+    plan = RulePlan("init", 1, res.gpus, res.gpu_mem_gb, disk_gb=gb(size), hours=hours)
+    if i.config["model"]["init"] != "tiny":
+        plan.details.append(f"hard-links {i.config['model']['init']} (no new bytes on the same filesystem; "
+                            f"a copy otherwise)")
+        if i.config["model"]["sft"]["steps"]:
+            plan.details.append("model.sft.steps > 0 on a real model is not costed here")
+    return plan
+
+
+def merge_plan(i: Inputs) -> RulePlan:
+    from ewa.merge.stream import GPU_BLOCKS
+
+    res = i.profile.of("merge")
+    alphas = len(i.config["merge"]["alphas"])
+    size = i.arch.weight_bytes(weight_width(i.config))
+    plan = RulePlan("merge", alphas, res.gpus, res.gpu_mem_gb, disk_gb=gb(alphas * size))
+    if res.gpus:
+        block, buffers = GPU_BLOCKS  # the write ring, plus fp32 copies of one block of each input and the blend
+        terms = {"ring buffers": block * buffers, "fp32 block": 3 * block * 2, "CUDA": CUDA_RUNTIME_GB * GB}
+        plan.memory_gb = {k: gb(v) for k, v in terms.items()}
+        plan.peak_gb = gb(sum(terms.values()))
+    plan.hours = round(3 * size / (speed.FS_GB_S * GB) / 3600, 2)  # read both endpoints, write the blend
+    plan.gpu_hours = round(plan.hours * res.gpus * alphas, 1)
+    plan.details.append(f"{alphas} alphas, {gb(size)} GB each: read {gb(2 * size)} GB, write {gb(size)} GB per alpha "
+                        f"at {speed.FS_GB_S:g} GB/s")
+    return plan
+
+
+def sample_plan(i: Inputs) -> RulePlan:
+    c, arch, res = i.config["sample"], i.arch, i.profile.of("sample")
+    alphas, settings = len(i.config["merge"]["alphas"]), c["settings"]
+    jobs = alphas * len(i.benchmarks) * len(settings)
+    plan = RulePlan("sample", jobs, res.gpus, res.gpu_mem_gb)
+    backend = c["backend"] if c["backend"] != "auto" else ("vllm" if res.gpus else "hf")
+    tp = c["tensor_parallel_size"]
+    share = VLLM_SAMPLE_UTILIZATION * res.gpu_mem_gb * GB if (res.gpus and backend == "vllm") else 0.0
+    if share:
+        check_heads(arch, tp, "sample.tensor_parallel_size")
+        need = memory.vllm_needs(arch, tp, arch.max_positions)
+        plan.memory_gb = {"vLLM": gb(share)}
+        plan.peak_gb = gb(share)
+        plan.details.append(f"vLLM, TP {tp} on {res.gpus} GPUs: each GPU gives it {VLLM_SAMPLE_UTILIZATION:g} x "
+                            f"{res.gpu_mem_gb:g} GB, {gb(arch.weight_bytes() / tp)} GB of weights, the rest KV cache")
+        if need > share:
+            plan.refusal = vllm_refusal("sample", need, share, res.gpu_mem_gb,
+                                        "raise sample.tensor_parallel_size and the profile's sample gpu")
+        if tp != res.gpus:
+            plan.details.append(f"sample.tensor_parallel_size {tp} differs from the {res.gpus} GPUs the profile gives")
+    elif res.gpus:
+        plan.details.append(f"backend {backend} on GPU: memory not costed")
+    spec = speed.gpu_spec(res.gpu_model)
+    longest, gpu_hours, tokens, runs, disk = 0.0, 0.0, 0, 0, 0.0
+    for bench in i.benchmarks:
+        for setting in settings:
+            samples = bench.problems * c["n"]
+            new = c["max_new_tokens"] * workload.generation_calls(setting, c)
+            tokens += samples * new * alphas
+            runs += samples * workload.sampling_runs(setting, c) * alphas
+            disk += samples * new * workload.SAMPLE_BYTES_PER_TOKEN * alphas
+            if share:
+                seconds = speed.decode(arch, samples, i.prompt_tokens, new, tp, memory.kv_room(arch, tp, share),
+                                       spec).seconds
+                hours = speed.STARTUP_H + seconds / 3600
+                longest = max(longest, hours)
+                gpu_hours += hours * res.gpus * alphas
+    plan.program_runs, plan.disk_gb = int(runs), gb(disk)
+    plan.cpu_hours = round(runs * workload.CPU_S_PER_TEST / 3600, 1)
+    if not share:
+        plan.details.append("no vLLM on GPUs: generation is not costed in hours")
+    elif not plan.refusal:
+        plan.hours, plan.gpu_hours = round(longest, 1), round(gpu_hours)
+        plan.details.append(f"{tokens / 1e9:.2f} G tokens generated in all (every sample to its token limit: "
+                            f"an upper bound); a requeue resumes from the completed problems"
+                            + attempts_note(plan.hours, speed.STARTUP_H, res.runtime_h, i.profile.retries))
+    return plan
+
+
+def evaluate_plan(i: Inputs) -> RulePlan:
+    res = i.profile.of("evaluate")
+    c = i.config["sample"]
+    alphas, settings = len(i.config["merge"]["alphas"]), c["settings"]
+    plan = RulePlan("evaluate", alphas * len(i.benchmarks) * len(settings), res.gpus, res.gpu_mem_gb)
+    runs = sum(b.problems * c["n"] * b.tests for b in i.benchmarks) * len(settings) * alphas
+    longest = max(b.problems * c["n"] * b.tests for b in i.benchmarks) * workload.CPU_S_PER_TEST / 3600
+    plan.program_runs = int(runs)
+    plan.cpu_hours = round(runs * workload.CPU_S_PER_TEST / 3600, 1)
+    plan.hours = round(longest / max(1, res.cpus), 1)
+    plan.disk_gb = gb(sum(b.problems for b in i.benchmarks) * c["n"] * len(settings) * alphas
+                      * workload.EVAL_BYTES_PER_SAMPLE)
+    plan.details.append(f"every sample on every hidden test on {res.cpus} workers (early stop and deduplication "
+                        f"make it less); a requeue resumes from the judged problems"
+                        + attempts_note(plan.hours, 0.0, res.runtime_h, i.profile.retries))
+    return plan
+
+
+def disk(i: Inputs, plans: dict[str, RulePlan]) -> dict:
+    """GB the run keeps when done (total) and holds at its fullest (peak: while training, or while the
+    merged alphas being sampled exist)."""
+    temp = i.config["merge"]["temp"]
+    size = gb(i.arch.weight_bytes(weight_width(i.config)))
+    merged_all = plans["merge"].disk_gb
+    at_once = min(i.alphas_at_once, len(i.config["merge"]["alphas"]))
+    merged_peak = round(at_once * size, 1) if temp else merged_all
+    kept = {"init": plans["init"].disk_gb, "checkpoints": plans["train"].disk_gb,
+            "merged": 0.0 if temp else merged_all, "samples": plans["sample"].disk_gb,
+            "evals": plans["evaluate"].disk_gb}
+    work = plans["train"].work_disk_gb
+    if i.config["grpo"]["keep_work_dir"]:
+        kept["trainer checkpoints"] = work
+    base = kept["init"] + kept["checkpoints"] + kept["samples"] + kept["evals"]
+    # training ends before merging starts: trainer checkpoints and merges coexist only when kept
+    both = work + merged_peak if i.config["grpo"]["keep_work_dir"] else max(work, merged_peak)
+    return {"kept_gb": kept, "total_gb": round(sum(kept.values()), 1), "peak_gb": round(base + both, 1),
+            "trainer_checkpoints_gb": work, "merged_all_gb": merged_all, "merged_peak_gb": merged_peak,
+            "alphas_at_once": at_once if temp else len(i.config["merge"]["alphas"]), "merge_temp": temp}
+
+
+def plan_rules(i: Inputs) -> dict[str, RulePlan]:
+    return {p.rule: p for p in (init_plan(i), train_plan(i), merge_plan(i), sample_plan(i), evaluate_plan(i))}
