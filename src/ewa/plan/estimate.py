@@ -71,7 +71,7 @@ def sample_plan(i: Inputs) -> RulePlan:
     for bench in i.benchmarks:
         for setting in settings:
             samples = bench.problems * c["n"]
-            new = c["max_new_tokens"] * workload.generation_calls(setting, c)
+            new = workload.generated_tokens(setting, c)
             tokens += samples * new * alphas
             runs += samples * workload.sampling_runs(setting, c) * alphas
             disk += samples * new * workload.SAMPLE_BYTES_PER_TOKEN * alphas

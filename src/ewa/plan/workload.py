@@ -66,6 +66,11 @@ def generation_calls(setting: str, sample: dict) -> int:
     return 1
 
 
+def generated_tokens(setting: str, sample: dict) -> int:
+    """The most tokens one sample generates: every call at its cap, within the per-sample total."""
+    return min(sample["max_new_tokens"] * generation_calls(setting, sample), sample["max_total_tokens"])
+
+
 def sampling_runs(setting: str, sample: dict) -> int:
     """Programs the sandbox runs while sampling one sample: tool calls, or public-test feedback."""
     if setting == "tools":
