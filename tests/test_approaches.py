@@ -209,6 +209,10 @@ def test_the_main_table_classifies_by_growth(tmp_path, capsys):
     assert len(classes) == 2 * sum(map(len, GRID.values()))
     expected = {(a, sid): PROGRAMS[n][2] for a, names in GRID.items() for sid, n in enumerate(names)}
     assert all(expected[r.alpha, r.sample_id] == r.growth for r in classes.itertuples())
+    # the problems' 0.25 s times the tables' calibration factor 2 is the limit; the tightest bound comes
+    # from the 2000-byte test (12 ms of work), 8 times smaller than the first TLE
+    tle = classes[classes.verdict == "TLE"]["time_limit_excess"]
+    assert tle.to_numpy() == pytest.approx((LIMIT_S - FLOOR_S) / 0.012 / 8, rel=1e-3)
     prov = json.loads((out / "provenance.json").read_text())["config"]
     assert prov["classified_by"] == "growth" and prov["thresholds"]["BRUTE_EXPONENT"] == 1.5
     assert list(prov["problems"]) == [str(tmp_path / "problems.jsonl")]

@@ -5,66 +5,79 @@ The judge runs a sample's tests smallest input first and records each test's CPU
 That is enough to classify any model's program, plan line or not:
 
   brute      super-linear growth: CPU time (or memory) rises faster than the input, or the program
-             went over the time (memory) limit on a test that linear growth from its last completed
-             test would have finished well within it.
+             went over the time (memory) limit on a test that linear growth from its completed tests
+             would have finished well within it.
   efficient  near-linear growth measured over at least a doubling of input size, or no measurable
              growth at all through the test at which this problem's brute forces were already slow.
   unknown    not enough to tell: no test ran to completion (CE, a failure on the first test), the
-             program stopped (evaluation's early stop) before its tests got large, it went over a
-             limit without super-linear growth, or its growth lies between the two.
+             program stopped before its tests got large, it went over a limit without super-linear
+             growth, its growth lies between the two, or no brute force of its problem says how
+             large "large" is.
 
-How it is measured (one sample; numbers measured on the miniature's reference programs, bwrap backend):
-- Floor: the program's smallest CPU time over its completed tests (AC or WA: they ran to the end, so
-  their time is the program's cost). The smallest tests are trivial, so this is the start-up cost:
-  ~1-3 ms for the fork server's children, 7-30 ms for a fresh interpreter, more with heavy imports.
-  Work = CPU time minus the floor.
-- Informative test: work >= max(CPU_MARGIN_S, floor). 10 ms is 3-5 times the jitter seen between
-  repeats of one trivial program; requiring the work to be at least the floor too keeps a noisy or
-  overestimated start-up (a program whose smallest test is not trivial) from bending the fit.
-  The miniature's efficient references stay below it on every test (their largest inputs cost them
-  1-12 ms); its brute forces cross it at the third or fourth of eight tests.
-- Exponent: least-squares slope of log(work) on log(size) over the informative tests (none when the
-  sizes span less than MIN_SPAN, e.g. the digits of a number). A test over the time limit enters as
-  one point at (limit - floor), a lower bound: only the first such test, later ones add nothing.
-- Excess: growth beyond linear between the first and the last informative test,
-  (work_last / work_first) / (size_last / size_first); 1 for linear code, the size ratio for quadratic.
-- brute when excess >= BRUTE_EXCESS (2: noise of ~30% per point cannot double it) and the exponent is
-  >= BRUTE_EXPONENT (1.5, midway between the usual efficient/brute pair n and n^2; n log n fits 1.1-1.2
-  over these spans) or undefined (the cost doubled while the size did not change).
-- brute on a limit: the first test over the time limit, from the last completed test before it,
-  implies an excess of at least ((limit - floor) / max(work_last, noise)) / (size ratio); >= 2 means
-  linear growth would have finished that test in under half the limit. A TLE counts as exactly the
-  limit, never its recorded CPU time (the kill's latency, or a wall-clock backstop under load).
-- Memory the same way (peak RSS minus its smallest value; informative from MEMORY_MARGIN_MB = 2 MB,
-  RSS varies by < 1 MB between a program's tests; MLE is the limit as a lower bound): brute on
+One sample, step by step (the thresholds are the constants below; the numbers quoted were measured by
+judging every mini family's brute-force, efficient and wrong reference programs, bwrap backend):
+- Completed tests: AC or WA. They ran to the end, so their CPU time is the program's cost. An RE test's
+  time is the crash's and is not used; a TLE (MLE) test only says "at least the limit".
+- Floor: the smallest CPU time over the completed tests. The smallest tests are trivial, so this is the
+  start-up cost: 1-3 ms for the fork server's children (varying by about 1 ms), 7-30 ms for a fresh
+  interpreter, more with heavy imports. Work = CPU time minus the floor.
+- Informative test: work >= noise = max(CPU_MARGIN_S, floor). 10 ms is several times the jitter of a
+  trivial run; requiring the work to be at least the floor as well keeps a noisy start-up, or a
+  smallest test that is not trivial, from bending the fit. The efficient references stay below it on
+  every test (1-12 ms on their largest inputs); the brute forces cross it at the third or fourth of
+  eight tests.
+- Exponent: least-squares slope of log(work) on log(size) over the informative tests; none when their
+  sizes span less than MIN_SPAN (x1.1: a number-valued input whose bytes barely change).
+- Excess: growth beyond linear from the first to the last informative test,
+  (work_last / work_first) / (size_last / size_first): 1 for linear code, the size ratio for n^2.
+- brute on growth: excess >= BRUTE_EXCESS (1.5) and exponent >= BRUTE_EXPONENT (1.5, midway between the
+  usual efficient/brute pair n and n^2; n log n fits 1.1 over these spans) or none (the cost rose
+  1.5-fold while the size did not change). n^2 measured over a single doubling has an excess of exactly
+  2, so 2 would miss half of them; linear code reaches 1.5 together with a slope of 1.5 only if noise
+  moves both ends by a quarter.
+- brute on the time limit: the first TLE test j bounds the excess from every completed test i before it,
+  ((limit - floor) / max(work_i, noise)) / (size_j / size_i), and the largest bound counts: >= 1.5 means
+  linear growth from test i would have finished test j in two thirds of the limit. The limit is the
+  problem's times the evaluation's calibration factor; a TLE's recorded CPU time (the kill's latency,
+  or little at all when the wall-clock backstop fired under load) is never used.
+- Memory the same way on peak RSS (no relative floor; informative from MEMORY_MARGIN_MB = 2 MB, RSS
+  varies by < 1 MB between a program's tests; an MLE bounds at the memory limit): brute on
   super-linear memory growth or an MLE that linear growth would not have reached.
 - efficient on measured growth: at least two informative tests spanning a size ratio >= LINEAR_SPAN (2)
-  with an exponent <= EFFICIENT_EXPONENT (1.3); a gap to 1.5 is left ambiguous on purpose.
+  with an exponent <= EFFICIENT_EXPONENT (1.3).
 - efficient on no growth: small inputs cost any program nothing measurable, so "flat" alone says
   nothing. The problem's own brute forces say how large is large enough: its separating test is the
-  median, over the samples of this problem classified brute (all alphas pooled), of the first test
-  at which each one's work reached SEPARATION (4) times its noise, or went over the time limit. A
-  program whose work stayed below its noise through that test is at least ~4 times faster there than
-  a typical brute force: efficient. A problem no brute force was found on has no separating test and
-  its flat samples stay unknown (an easy real problem whose tests are all small).
+  median (rounded up), over the samples of the problem classified brute at any alpha, of the first
+  test position at which each one's work reached SEPARATION (4) times its noise or went over the time
+  limit. A program whose work stayed below its noise through that test is there at least ~4 times
+  faster than a typical brute force: efficient. A problem without such a brute force has no
+  separating test, and its flat samples stay unknown (an easy problem whose tests are all small, or a
+  miniature instance built with small inputs only, where the brute force passes too).
+- Otherwise unknown; `evidence` names which rule decided.
 
-Early stop (evaluation's default, `evaluate.early_stop: true`) ends a sample at its first failing
-test, and that is kept: a WA test still ran to the end and counts as completed; an RE test does not
-(its time is the crash's); a TLE/MLE test is the limit as a lower bound. A program that fails on
-correctness early has only small tests and is mostly unknown, so the unknown class is where early
-correctness failures go; the approaches table shows its verdict mix, and on the miniature the plan
-lines measure how often each class is missed (agreement and coverage).
+On the reference programs of all 36 families (every test judged, or cut at the first failure as
+evaluation does; the same classes either way): 35 of 36 brute forces are brute (32 on CPU growth, 2 on
+the time limit, 1 on memory growth) and 34 of 36 efficient programs efficient. Left over:
+lamps_lit_points, whose brute force's memory grows linearly in the input's bytes up to its MLE
+(unknown, and with no brute force found its efficient program is unknown too), and triplet_sum_count,
+whose "efficient" O(n^2) against an O(n^3) brute force grows quadratically and reads brute: the
+classes are about growth, not about rank among a problem's solutions.
 
-Limits of the method: sizes are bytes, the judge's order key, so for a number-valued input every
-algorithm whose cost grows with the value looks steep (such problems rely on the limit and the
-separating test, which go by test position); "efficient" is relative to the problem's brute forces,
-so an O(n^2) answer to a problem whose brute force is O(n^3) is usually ambiguous.
+Early stop (`evaluate.early_stop: true`, evaluation's default, kept) ends a sample at its first failing
+test. The classification uses what ran: a WA test still completed and counts; tests never run say
+nothing. A program that fails on correctness before its tests get large is therefore unknown
+("stopped before the separating test": 34 of the 38 wrong references, cut at their first failure, most
+of them on the first hidden test; judged to the end, 35 of them are efficient): correctness
+failures gather in the unknown class, and the brute and efficient classes are, for failing samples,
+those that failed late. The approaches table shows the unknown class's verdict mix, and on the
+miniature the plan lines measure what each class misses (agreement.csv: agreement and coverage).
 """
 from __future__ import annotations
 
 import json
 import math
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -79,7 +92,7 @@ from ewa.verdicts import AC, MLE, TLE, WA
 CPU_MARGIN_S = 0.010  # least work (CPU time over the floor) a test needs to count
 MEMORY_MARGIN_MB = 2.0  # least peak memory over the program's smallest a test needs to count
 BRUTE_EXPONENT = 1.5  # fitted exponent from which growth is super-linear
-BRUTE_EXCESS = 2.0  # least growth beyond linear (over the informative span, or implied by a limit)
+BRUTE_EXCESS = 1.5  # least growth beyond linear (over the informative span, or implied by a limit)
 EFFICIENT_EXPONENT = 1.3  # fitted exponent up to which measured growth is near-linear
 LINEAR_SPAN = 2.0  # size ratio the informative tests must span to show near-linear growth
 MIN_SPAN = 1.1  # size ratio below which no exponent is fitted
@@ -99,7 +112,7 @@ class Suite:
     time_limit_s: float
     memory_limit_mb: float
 
-    @property
+    @cached_property
     def ranks(self) -> tuple[int, ...]:
         order = sorted(range(len(self.sizes)), key=self.sizes.__getitem__)  # stable: size_order's ties
         rank = [0] * len(order)
@@ -266,8 +279,8 @@ def time_factor_of(metadata: dict) -> float:
 
 
 def classified(profiled: pd.DataFrame) -> pd.DataFrame:
-    """`profiled` (rows of any alphas) with `growth` and `evidence`; each problem's separating test
-    comes from its brute forces over all the rows given."""
+    """`profiled` (rows of any alphas) with `growth`, `evidence` and `separating_test` (-1: none); each
+    problem's separating test comes from its brute forces over all the rows given."""
     brute = profiled[profiled["brute"] != ""]
     separating = {pid: separating_test(g["slow_at"].tolist()) for pid, g in brute.groupby("problem_id")}
     classes = [classify(Profile(**{f: row[f] for f in Profile.__dataclass_fields__}), separating.get(row["problem_id"]))
