@@ -48,14 +48,19 @@ rule claims:
         "--out-dir results/seed{wildcards.seed}/claims/{wildcards.benchmark}/{wildcards.setting} > {log} 2>&1"
 
 
-# What each alpha writes (the plan line's brute force / efficient algorithm) and how each kind fails.
+# What each alpha writes (brute force or efficient algorithm, read from how each program's CPU time grows
+# over the size-ordered tests; the plan line as ground truth where there is one) and how each kind fails.
 rule approaches:
     input:
         evals=frontier_evals,
         samples=frontier_samples,
+        problems="results/seed{seed}/data/{benchmark}/problems.jsonl",
     output:
         report("results/seed{seed}/approaches/{benchmark}/{setting}/approaches.csv", caption="../report/approaches.rst",
                category="Claims", subcategory="seed {seed}: {benchmark} / {setting}"),
+        "results/seed{seed}/approaches/{benchmark}/{setting}/declared.csv",
+        "results/seed{seed}/approaches/{benchmark}/{setting}/agreement.csv",
+        "results/seed{seed}/approaches/{benchmark}/{setting}/classified.parquet",
         "results/seed{seed}/approaches/{benchmark}/{setting}/provenance.json",
     params:
         evals=frontier_eval_args,
@@ -65,7 +70,7 @@ rule approaches:
     log:
         "logs/seed{seed}/approaches/{benchmark}/{setting}.log",
     shell:
-        "ewa approaches --evals {params.evals} --samples {params.samples} "
+        "ewa approaches --evals {params.evals} --samples {params.samples} --problems {input.problems} "
         "--out-dir results/seed{wildcards.seed}/approaches/{wildcards.benchmark}/{wildcards.setting} > {log} 2>&1"
 
 

@@ -1,10 +1,30 @@
 """What kind of program each alpha writes, and how each kind fails.
 
-The tiny model's answers open with a plan line (`Approach: brute force.` / `Approach: efficient
-algorithm.`, see ewa.prompts.PLANS), so a sample's intended approach is on record. Claim 2 of the study
-(correctness failures rise with coverage) needs efficient attempts to fail on correctness more often
-than brute-force ones; this table shows, per alpha, the share of each approach and the verdict mix
-within it. Answers without a plan line (any real model) count as "unstated".
+Each judged sample's approach is classified two ways:
+- growth (ewa.analysis.growth): brute, efficient or unknown, from how its CPU time and memory grow
+  over its size-ordered tests. It needs only the evaluation table and the problems file, so it works
+  for any model: the main table (approaches.csv) uses it.
+- declared: the plan line the tiny model's answers open with (`Approach: brute force.` /
+  `Approach: efficient algorithm.`, see ewa.prompts.PLANS); an answer without one (any real model's)
+  is "unstated". On the miniature it is the ground truth the growth classes are checked against.
+
+Claim 2 of the study (correctness failures rise with coverage) needs efficient attempts to fail on
+correctness more often than brute-force ones; the tables show, per alpha, the share of each approach
+and the verdict mix within it. Evaluation stops at a sample's first failing test by default, so most
+early correctness failures leave too little growth to read and land in `unknown` (see
+ewa.analysis.growth): compare the declared table where plan lines exist.
+
+Files of `ewa approaches` (write_approaches):
+  approaches.csv     per (alpha, approach): n, share, verdict shares, opt (TLE+MLE), corr (WA+RE+CE), and
+                     `classified_by` ("growth"; "plan line" when no problems file was given)
+  declared.csv       the same table by plan line
+  agreement.csv      per alpha: samples per (declared, growth) pair (`brute_as_unknown`: declared brute,
+                     classified unknown), `agreement` (share of samples with both known where the two
+                     agree) and `coverage` (share of samples with a plan line that growth classifies)
+  classified.parquet every sample: alpha, ids, verdict, declared, growth, evidence, the growth measures
+  provenance.json    inputs with their hashes, the thresholds
+Without the problems file (test sizes) growth cannot be measured: approaches.csv is then the plan-line
+table and only declared.csv and provenance.json join it.
 """
 from __future__ import annotations
 
@@ -13,13 +33,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from ewa.io import read_jsonl
+from ewa.analysis.growth import CLASSES, THRESHOLDS, classified, profiles, read_suites
+from ewa.io import atomic_path, provenance, read_jsonl, sha256_file, write_json
 from ewa.prompts import PLANS
 from ewa.verdicts import FAILURE_VERDICTS, VERDICTS
 
 APPROACH_OF_PLAN = {plan: kind for kind, plan in PLANS.items()}
 PLAN_LINE = re.compile(r"^\s*(Approach: [^\n]*?\.)", re.MULTILINE)
 GROUPS = {"opt": FAILURE_VERDICTS["optimization"], "corr": FAILURE_VERDICTS["correctness"]}
+DECLARED = ("brute", "efficient", "unstated")
 
 
 def approach_of(completion: str) -> str:
@@ -34,22 +56,23 @@ def read_approaches(path: Path) -> pd.DataFrame:
         if "problem_id" not in rec or "sample_id" not in rec:
             raise ValueError(f"{path}:{line}: a sample needs 'problem_id' and 'sample_id'")
         rows.append((rec["problem_id"], rec["sample_id"], approach_of(rec.get("completion") or rec.get("code", ""))))
-    return pd.DataFrame(rows, columns=["problem_id", "sample_id", "approach"])
+    return pd.DataFrame(rows, columns=["problem_id", "sample_id", "declared"])
 
 
 def joined(alpha: float, evals: Path, samples: Path) -> pd.DataFrame:
     """One row per judged sample: its verdict and declared approach."""
     verdicts = pd.read_parquet(evals, columns=["problem_id", "sample_id", "verdict"])
     table = verdicts.merge(read_approaches(samples), on=["problem_id", "sample_id"], how="left")
-    unmatched = int(table["approach"].isna().sum())
+    unmatched = int(table["declared"].isna().sum())
     if unmatched:
         raise ValueError(f"{samples}: {unmatched} judged sample(s) of {evals} are not in it")
     return table.assign(alpha=alpha)
 
 
-def approach_table(judged: pd.DataFrame) -> pd.DataFrame:
-    """Per (alpha, approach): sample count, share of the alpha's samples, verdict shares within it."""
-    counts = pd.crosstab([judged["alpha"], judged["approach"]], judged["verdict"])
+def approach_table(judged: pd.DataFrame, by: str = "growth") -> pd.DataFrame:
+    """Per (alpha, approach in column `by`): sample count, share of the alpha's samples, verdict shares
+    within it."""
+    counts = pd.crosstab([judged["alpha"], judged[by].rename("approach")], judged["verdict"])
     counts = counts.reindex(columns=list(VERDICTS), fill_value=0)
     n = counts.sum(axis=1)
     out = counts.div(n, axis=0)
@@ -58,3 +81,50 @@ def approach_table(judged: pd.DataFrame) -> pd.DataFrame:
     out.insert(0, "n", n)
     out.insert(1, "share", n / n.groupby(level="alpha").transform("sum"))
     return out.reset_index()
+
+
+def agreement_table(judged: pd.DataFrame) -> pd.DataFrame:
+    """Per alpha: how the growth class meets the declared plan line (see the module docstring)."""
+    rows = []
+    for alpha, g in judged.groupby("alpha", sort=True):
+        pairs = pd.crosstab(g["declared"], g["growth"]).reindex(index=DECLARED, columns=CLASSES, fill_value=0)
+        stated = g[g["declared"] != "unstated"]
+        both = stated[stated["growth"] != "unknown"]
+        rows.append({"alpha": alpha, "n": len(g), "stated": len(stated), "both_known": len(both),
+                     "agreement": (both["declared"] == both["growth"]).mean() if len(both) else float("nan"),
+                     "coverage": len(both) / len(stated) if len(stated) else float("nan"),
+                     **{f"{d}_as_{c}": int(pairs.loc[d, c]) for d in DECLARED for c in CLASSES}})
+    return pd.DataFrame(rows)
+
+
+def classify_grid(evals: list[tuple[float, Path]], samples: dict[float, Path], problems: Path | None) -> pd.DataFrame:
+    """Every judged sample of every alpha with its declared approach and (given the problems file) its
+    growth class; a problem's separating test comes from its brute forces at all alphas."""
+    judged = pd.concat([joined(a, p, samples[a]) for a, p in evals], ignore_index=True)
+    if problems is None:
+        return judged
+    suites = read_suites(problems)
+    measured = classified(pd.concat([profiles(p, suites).assign(alpha=a) for a, p in evals], ignore_index=True))
+    return judged.merge(measured, on=["alpha", "problem_id", "sample_id"], how="left", validate="one_to_one")
+
+
+def write_approaches(evals: list[tuple[float, Path]], samples: dict[float, Path], problems: Path | None,
+                     out_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """Write the directory of `ewa approaches`; returns (approaches table, agreement table or None)."""
+    judged = classify_grid(evals, samples, problems)
+    by = "growth" if problems is not None else "declared"
+    table = approach_table(judged, by).assign(classified_by="growth" if problems is not None else "plan line")
+    agreement = agreement_table(judged) if problems is not None else None
+    with atomic_path(out_dir) as tmp:
+        tmp.mkdir()
+        table.to_csv(tmp / "approaches.csv", index=False, float_format="%.4f")
+        approach_table(judged, "declared").to_csv(tmp / "declared.csv", index=False, float_format="%.4f")
+        if agreement is not None:
+            agreement.to_csv(tmp / "agreement.csv", index=False, float_format="%.4f")
+            judged.to_parquet(tmp / "classified.parquet", index=False)
+        write_json(tmp / "provenance.json", provenance(
+            {"evals": {str(p): sha256_file(p) for _, p in evals},
+             "samples": {str(p): sha256_file(p) for p in samples.values()},
+             "problems": {str(problems): sha256_file(problems)} if problems is not None else None,
+             "classified_by": by, "thresholds": THRESHOLDS}))
+    return table, agreement

@@ -2,7 +2,7 @@
 
     ewa frontier --evals alpha=-0.5:a.parquet alpha=0:b.parquet ... --problems problems.jsonl --out-dir DIR
     ewa claims --evals alpha=A:PATH ... --ensembles DIR/ensembles.csv --out-dir DIR
-    ewa approaches --evals alpha=A:PATH ... --samples alpha=A:PATH ... --out-dir DIR
+    ewa approaches --evals alpha=A:PATH ... --samples alpha=A:PATH ... --problems problems.jsonl --out-dir DIR
     ewa science --claims DIR ... --approaches DIR ... --frontier-plot PNG --out-dir DIR
 
 `ewa science` reads `science.design_seeds` and `seed` from the config: which seeds tuned the design.
@@ -107,30 +107,29 @@ def claims(args: argparse.Namespace, config: dict) -> int:
 def add_approaches_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--evals", nargs="+", required=True, metavar="alpha=A:PATH", help="evaluation tables")
     parser.add_argument("--samples", nargs="+", required=True, metavar="alpha=A:PATH",
-                        help="sample files, one per alpha of --evals")
-    parser.add_argument("--out-dir", required=True, type=Path, help="writes approaches.csv and provenance.json")
+                        help="sample files, one per alpha of --evals (their plan lines: the declared approach)")
+    parser.add_argument("--problems", type=Path, help="the problems file the tables were judged on: test sizes "
+                        "and limits, to classify approaches by growth (without it: by plan line only)")
+    parser.add_argument("--out-dir", required=True, type=Path, help="writes approaches.csv, declared.csv, "
+                        "agreement.csv, classified.parquet and provenance.json")
 
 
 def approaches(args: argparse.Namespace, config: dict) -> int:
-    import pandas as pd
-
-    from ewa.analysis.approaches import approach_table, joined
+    from ewa.analysis.approaches import write_approaches
 
     evals = {alpha_tag(a): (a, p) for a, p in (parse_alpha_spec(s) for s in args.evals)}
     samples = {alpha_tag(a): p for a, p in (parse_alpha_spec(s, "--samples") for s in args.samples)}
     if set(evals) != set(samples):
         raise ValueError(f"--samples alphas {sorted(samples)} differ from --evals alphas {sorted(evals)}")
-    judged = pd.concat([joined(a, p, samples[tag]) for tag, (a, p) in sorted(evals.items(), key=lambda t: t[1][0])])
-    table = approach_table(judged)
-    with atomic_path(args.out_dir) as tmp:
-        tmp.mkdir()
-        table.to_csv(tmp / "approaches.csv", index=False, float_format="%.4f")
-        write_json(tmp / "provenance.json", provenance(
-            {"evals": {str(p): sha256_file(p) for _, p in evals.values()},
-             "samples": {str(p): sha256_file(p) for p in samples.values()}}))
+    grid = sorted(evals.values(), key=lambda e: e[0])
+    table, agreement = write_approaches(grid, {a: samples[alpha_tag(a)] for a, _ in grid}, args.problems,
+                                        args.out_dir)
     for r in table.itertuples():
         print(f"alpha {alpha_tag(r.alpha)} {r.approach:>9}: share {r.share:.3f}, AC {r.AC:.3f}, "
-              f"TLE+MLE {r.opt:.3f}, WA+RE+CE {r.corr:.3f} (n={r.n})")
+              f"TLE+MLE {r.opt:.3f}, WA+RE+CE {r.corr:.3f} (n={r.n}, by {r.classified_by})")
+    for r in () if agreement is None else agreement.itertuples():
+        print(f"alpha {alpha_tag(r.alpha)} growth vs plan line: agreement {r.agreement:.3f} over {r.both_known} "
+              f"samples, coverage {r.coverage:.3f} of {r.stated} with a plan line")
     return 0
 
 
