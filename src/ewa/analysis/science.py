@@ -113,7 +113,7 @@ def rates_table(per_alpha: list[pd.DataFrame]) -> list[str]:
 
 
 # What each alpha writes (ewa approaches): the rows that explain claims 2 and 4.
-APPROACH_ROWS = (("efficient", "share", "share of samples declaring an efficient algorithm"),
+APPROACH_ROWS = (("efficient", "share", "share of samples whose CPU time grows like an efficient algorithm"),
                  ("efficient", "corr", "WA+RE+CE among efficient attempts"),
                  ("brute", "corr", "WA+RE+CE among brute-force attempts"),
                  ("efficient", "AC", "AC among efficient attempts"),
@@ -195,7 +195,10 @@ def write_science(claims_dirs: list[Path], approaches_dirs: list[Path], frontier
         "it gained over the single alpha.", "",
         *ensembles_table(claims, headrooms, seeds), "",
         "Verdict shares per alpha (mean ± sd over seeds):", "", *rates_table(per_alpha), "",
-        "What each alpha writes: the plan line every answer opens with (`ewa approaches`; mean over seeds). "
+        "What each alpha writes, classified from how each program's CPU time grows over the size-ordered "
+        "tests (`ewa approaches`; mean over seeds; samples that failed before the tests separate the two "
+        "kinds are unclassified, and the plan-line table with its agreement is in each run's "
+        "approaches/ directory). "
         "Claim 2 needs efficient attempts to fail on correctness more often than brute-force ones; claim 4 "
         "needs some problems that only some alphas solve.", "",
         *approaches_table(approaches, per_alpha[0]["alpha"].tolist()), "",
