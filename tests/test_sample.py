@@ -333,3 +333,13 @@ def test_vllm_backend_samples_tools_through_the_worker(pico, tmp_path, monkeypat
     assert len({r["completion"] for r in records}) == 4  # per-sample seeds
     meta = json.loads(provenance_path(out).read_text())
     assert meta["backend"] == "vllm" and meta["backend_info"]["vllm"] and "worker" in meta["backend_info"]["where"]
+
+
+def test_feedback_on_a_program_that_does_not_compile_counts_no_passes(sandbox):
+    from ewa.prompts import feedback
+
+    add = problems()[0]
+    result = sandbox.judge(add, "print(", tests=[i for i, _ in add.public_tests], early_stop=False)
+    note = feedback(add, result)
+    assert note.startswith("Your program passed 0 of 2 public tests. On public test 1 it did not compile.")
+    assert "SyntaxError" in note

@@ -106,7 +106,9 @@ def feedback(problem, result) -> str | None:
     t = failed[0]
     test = problem.tests[t.index]
     what = WHAT.get(t.verdict, t.verdict).format(time=f"{problem.time_limit_s:g}", memory=problem.memory_limit_mb)
-    lines = [f"Your program passed {len(public) - len(failed)} of {len(public)} public tests. "
+    # a program that does not compile has one result for the whole suite: count passes, not failures
+    passed = sum(r.verdict == AC and r.index in public for r in result.tests)
+    lines = [f"Your program passed {passed} of {len(public)} public tests. "
              f"On public test {public.index(t.index) + 1} it {what}.",
              f"Input:\n{clip(test.input)}", f"Expected output:\n{clip(test.output)}"]
     if t.verdict == WA or t.got:
