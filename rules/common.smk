@@ -142,6 +142,12 @@ def merged_model(wildcards):
     return f"results/seed{wildcards.seed}/merged/alpha{wildcards.tag}"
 
 
+def merged_output(path):
+    """A merged model is only read by the sample jobs of its alpha: with merge.temp (the default) Snakemake
+    deletes it once the last of them is done, so the disk holds only the alphas still being sampled."""
+    return temp(directory(path)) if config["merge"]["temp"] else directory(path)
+
+
 def grid_files(pattern):
     """An input function: the file of every alpha for this job's seed, benchmark and setting."""
     def files(wildcards):
