@@ -143,6 +143,51 @@ def test_tiers_are_written_a_problem_at_a_time_and_read_back_whole(tmp_path):
     assert len(out.read_text().splitlines()) == 6 + 4  # a line per problem
 
 
+class InstantSandbox:
+    """Stands in for the Sandbox: one worker; a solution passes unless it prints 0."""
+    workers = 1
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def submit(self, problem, code, early_stop=True):
+        from concurrent.futures import Future
+        from types import SimpleNamespace
+        done = Future()
+        done.set_result(SimpleNamespace(verdict="WA" if "print(0)" in code else "AC"))
+        return done
+
+    def info(self):
+        return {"backend": "instant"}
+
+
+def test_verification_reads_only_a_window_ahead_of_what_it_hands_out():
+    from ewa.data.codecontests import convert
+    from ewa.data.verify import verified
+
+    read = []
+
+    def source():
+        for i in range(100):
+            read.append(i)
+            rec = cc_record(i)
+            if i % 3 == 2:  # every third problem's only solution fails
+                rec["solutions"] = {"language": [3], "solution": ["print(0)\n"]}
+            yield convert(rec, "")
+
+    counts, dropped = {}, []
+    kept = verified(source(), InstantSandbox, counts, dropped, limit=10, progress=False)
+    first = next(kept)
+    assert first.meta["verified_solution"] == 0 and len(read) <= 1 + 2  # a window of 2 x 1 worker
+    assert len([first, *kept]) == 10
+    assert (counts["checked"], counts["kept"], counts["solution_fails"]) == (14, 10, 4)
+    assert counts["unchecked"] == 100 - 14 and len(read) == 100  # the rest read, to count it, never run
+    assert counts["sandbox"] == {"backend": "instant"} and len(dropped) == 4
+
+
 # Peak RSS of one `ewa prepare` run: a fresh interpreter per measurement, so RUSAGE_CHILDREN sees that
 # run alone (not this test process's earlier children).
 PEAK_RSS = """
