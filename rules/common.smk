@@ -74,6 +74,12 @@ def prepare_threads(wildcards):
     return workflow.cores if verifying(wildcards) else 1
 
 
+def prepare_mem_mb(wildcards, threads):
+    """A prepare job's memory: the streaming loader's (flat in the number of problems) and, when it
+    verifies solutions, 512 MB per sandbox worker running one of them."""
+    return 2000 + (512 * threads if verifying(wildcards) else 0)
+
+
 def dataset_name(wildcards):
     return "train_data" if wildcards.dataset == "_train" else wildcards.dataset
 
