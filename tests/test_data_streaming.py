@@ -57,8 +57,9 @@ def write_shards(directory, n: int, shards: int, rows_per_group: int = 500, test
     for k in range(shards):
         path = directory / f"test-{k:05d}-of-{shards:05d}.parquet"
         with pq.ParquetWriter(path, schema) as writer:
-            for start in range(k * per_shard, min(n, (k + 1) * per_shard), rows_per_group):
-                rows = [cc_record(i, test_bytes) for i in range(start, min(n, (k + 1) * per_shard, start + rows_per_group))]
+            end = min(n, (k + 1) * per_shard)
+            for start in range(k * per_shard, end, rows_per_group):
+                rows = [cc_record(i, test_bytes) for i in range(start, min(end, start + rows_per_group))]
                 writer.write_table(pa.Table.from_pylist(rows, schema=schema))
         paths.append(str(path))
     return paths

@@ -133,7 +133,8 @@ def test_a_new_setting_built_alone_samples_only_that_setting(finished, tmp_path)
     expected = {("merge", f"seed=0, tag={t}") for t in tags}
     expected |= {(r, f"seed=0, tag={t}, benchmark=mini, setting=agentic") for r in ("sample", "evaluate") for t in tags}
     expected |= {(r, "seed=0, benchmark=mini, setting=agentic") for r in ("frontier", "approaches")}
-    assert planned_jobs(wd, *(f"{RUN}/{step}/mini/agentic/{step}.csv" for step in ("frontier", "approaches"))) == expected
+    targets = [f"{RUN}/{step}/mini/agentic/{step}.csv" for step in ("frontier", "approaches")]
+    assert planned_jobs(wd, *targets) == expected
 
 
 def test_changing_one_regime_retrains_only_that_regime(finished, tmp_path):

@@ -79,5 +79,6 @@ def write_tiers(problems: Iterable[Problem], regimes: Sequence[dict], path: str 
     with atomic_path(path) as tmp, open(tmp, "w") as f:
         f.write('{"regimes": ' + json.dumps([dict(r) for r in regimes], sort_keys=True) + ',\n "problems": {')
         for i, p in enumerate(problems):
-            f.write(("," if i else "") + f"\n  {json.dumps(p.id)}: {json.dumps(problem_tiers(p, regimes), sort_keys=True)}")
+            entry = json.dumps(problem_tiers(p, regimes), sort_keys=True)
+            f.write(("," if i else "") + f"\n  {json.dumps(p.id)}: {entry}")
         f.write("\n }\n}\n")
