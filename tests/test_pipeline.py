@@ -112,13 +112,17 @@ def test_adding_an_alpha_builds_only_that_alpha_and_the_aggregates(finished, tmp
 
 def test_rebuilding_after_sampling_merges_nothing(finished, tmp_path):
     """The merged models are deleted (merge.temp); a rerun that needs only what comes after sampling
-    must not merge them again."""
+    must not merge them again: an evaluation asked for again, frontiers with another bootstrap."""
+    cfg = reduced_config()
     wd = tmp_path / "wd"
     shutil.copytree(finished, wd, symlinks=True)
-    (wd / RUN / "evals/alpha+0.50/mini/tools.parquet").unlink()
-    expected = {("evaluate", "seed=0, tag=+0.50, benchmark=mini, setting=tools")}
-    expected |= {(r, "seed=0, benchmark=mini, setting=tools") for r in ("frontier", "approaches")}
-    assert planned_jobs(wd) == expected
+    evals = f"{RUN}/evals/alpha+0.50/mini/tools.parquet"
+    (wd / evals).unlink()
+    assert planned_jobs(wd, evals) == {("evaluate", "seed=0, tag=+0.50, benchmark=mini, setting=tools")}
+    shutil.copy2(finished / evals, wd / evals)
+    cfg["evaluate"]["bootstrap"] += 1
+    (wd / "config.yaml").write_text(yaml.safe_dump(cfg))
+    assert planned_jobs(wd) == {("frontier", f"seed=0, benchmark=mini, setting={s}") for s in cfg["sample"]["settings"]}
 
 
 def test_a_new_setting_built_alone_samples_only_that_setting(finished, tmp_path):
