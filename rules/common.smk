@@ -74,6 +74,12 @@ def prepare_threads(wildcards):
     return workflow.cores if verifying(wildcards) else 1
 
 
+def prepare_mem_mb(wildcards, threads):
+    """A prepare job's memory: the streaming loader's (flat in the number of problems) and, when it
+    verifies solutions, 512 MB per sandbox worker running one of them."""
+    return 2000 + (512 * threads if verifying(wildcards) else 0)
+
+
 def dataset_name(wildcards):
     return "train_data" if wildcards.dataset == "_train" else wildcards.dataset
 
@@ -146,6 +152,12 @@ def calibration_flag(wildcards, input):
 
 def merged_model(wildcards):
     return f"results/seed{wildcards.seed}/merged/alpha{wildcards.tag}"
+
+
+def merged_output(path):
+    """A merged model is only read by the sample jobs of its alpha: with merge.temp (the default) Snakemake
+    deletes it once the last of them is done, so the disk holds only the alphas still being sampled."""
+    return temp(directory(path)) if config["merge"]["temp"] else directory(path)
 
 
 def grid_files(pattern):

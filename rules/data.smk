@@ -15,6 +15,11 @@ rule prepare:
         dataset=dataset_name,
         calibration=calibration_flag,
     threads: prepare_threads
+    # Defaults for the miniature; profiles/slurm sets its own. Memory does not grow with the number of
+    # problems (they stream through): the loader's ~100 MB, plus the sandbox workers when verifying.
+    resources:
+        mem_mb=prepare_mem_mb,
+        runtime=60,
     conda:
         "../envs/ewa.yaml"
     log:
@@ -31,6 +36,9 @@ rule tiers:
         "results/seed{seed}/data/{dataset}/tiers.json",
     params:
         config=tiers_config,
+    resources:
+        mem_mb=1000,  # one problem at a time
+        runtime=30,
     conda:
         "../envs/ewa.yaml"
     log:

@@ -1,5 +1,6 @@
 # theta(a) = (1-a)*theta_low + a*theta_high on the alpha grid (a<0 and a>1 extrapolate).
-# One job per alpha, so adding an alpha builds only that alpha.
+# One job per alpha, so adding an alpha builds only that alpha. With merge.temp (the default) the merged
+# model is deleted once every sample job of its alpha is done (merged_output in common.smk).
 
 
 rule merge:
@@ -7,7 +8,7 @@ rule merge:
         low=f"results/seed{{seed}}/checkpoints/{config['merge']['low']}",
         high=f"results/seed{{seed}}/checkpoints/{config['merge']['high']}",
     output:
-        temp(directory("results/seed{seed}/merged/alpha{tag}")) if config["merge"]["temp"] else directory("results/seed{seed}/merged/alpha{tag}"),
+        merged_output("results/seed{seed}/merged/alpha{tag}"),
     params:
         config=merge_config,
         alpha=alpha_of,

@@ -16,6 +16,9 @@ rule sample:
     # One torch thread per job: tiny models lose more to thread sync than they gain, and two
     # jobs then run side by side on the miniature's two cores. Profiles raise it for big models.
     threads: 1
+    # Ahead of merges: a free slot samples an alpha already merged (whose model is deleted once its last
+    # sample job is done, merge.temp) before it merges another, so fewer merged models wait on disk.
+    priority: 1
     resources:
         mem_mb=4000,
     conda:

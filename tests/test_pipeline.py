@@ -18,6 +18,8 @@ import yaml
 
 from helpers import BIN, ROOT, reduced_config, workflow_copy, workflow_env
 
+from ewa.alphas import alpha_tag
+
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 RUN = "results/seed0"  # configs/reduced.yaml is the replicate with seed 0
@@ -74,8 +76,10 @@ def test_end_to_end_outputs(finished):
     assert set(evals["verdict"]) <= {"AC", "WA", "TLE", "MLE", "RE", "CE"}
     for regime in ("low", "high"):
         assert (finished / RUN / f"checkpoints/{regime}/config.json").exists()
-    merged = json.loads((finished / RUN / "merged/alpha-0.50/ewa_merge.json").read_text())
-    assert merged["alpha"] == -0.5
+    # merge.temp (the default): every merged model is gone once sampled; the samples keep its record
+    assert not list((finished / RUN).glob("merged/alpha*"))
+    provenance = json.loads((finished / RUN / "samples/alpha-0.50/mini/tools.provenance.json").read_text())
+    assert provenance["model_record"]["alpha"] == -0.5
     assert not [p for p in (finished / "results").rglob("*") if ".tmp" in p.name or "partial" in p.name]
     assert run(finished, "-n").stdout.count("rule ") == 0  # nothing left to do
 
@@ -104,6 +108,37 @@ def test_adding_an_alpha_builds_only_that_alpha_and_the_aggregates(finished, tmp
                  for s in settings}
     expected |= {(r, f"seed=0, benchmark=mini, setting={s}") for r in ("frontier", "approaches") for s in settings}
     assert planned_jobs(wd) == expected
+
+
+def test_rebuilding_after_sampling_merges_nothing(finished, tmp_path):
+    """The merged models are deleted (merge.temp); a rerun that needs only what comes after sampling
+    must not merge them again: an evaluation asked for again, frontiers with another bootstrap."""
+    cfg = reduced_config()
+    wd = tmp_path / "wd"
+    shutil.copytree(finished, wd, symlinks=True)
+    evals = f"{RUN}/evals/alpha+0.50/mini/tools.parquet"
+    (wd / evals).unlink()
+    assert planned_jobs(wd, evals) == {("evaluate", "seed=0, tag=+0.50, benchmark=mini, setting=tools")}
+    shutil.copy2(finished / evals, wd / evals)
+    cfg["evaluate"]["bootstrap"] += 1
+    (wd / "config.yaml").write_text(yaml.safe_dump(cfg))
+    assert planned_jobs(wd) == {("frontier", f"seed=0, benchmark=mini, setting={s}") for s in cfg["sample"]["settings"]}
+
+
+def test_a_new_setting_built_alone_samples_only_that_setting(finished, tmp_path):
+    """The README's way to extend a finished run: target the new setting's outputs. Its sample jobs need
+    the (deleted) merged models again; the settings already sampled stay as they are."""
+    cfg = reduced_config()
+    wd = tmp_path / "wd"
+    shutil.copytree(finished, wd, symlinks=True)
+    cfg["sample"]["settings"] = cfg["sample"]["settings"] + ["agentic"]
+    (wd / "config.yaml").write_text(yaml.safe_dump(cfg))
+    tags = [alpha_tag(a) for a in cfg["merge"]["alphas"]]
+    expected = {("merge", f"seed=0, tag={t}") for t in tags}
+    expected |= {(r, f"seed=0, tag={t}, benchmark=mini, setting=agentic") for r in ("sample", "evaluate") for t in tags}
+    expected |= {(r, "seed=0, benchmark=mini, setting=agentic") for r in ("frontier", "approaches")}
+    targets = [f"{RUN}/{step}/mini/agentic/{step}.csv" for step in ("frontier", "approaches")]
+    assert planned_jobs(wd, *targets) == expected
 
 
 def test_changing_one_regime_retrains_only_that_regime(finished, tmp_path):

@@ -121,6 +121,11 @@ def test_slurm_profile_resources_reach_the_jobs(tmp_path):
     assert sample["gpu"] == str(profile["set-resources"]["sample"]["gpu"])
     assert sample["mem_mb"] == str(profile["set-resources"]["sample"]["mem_mb"])
     assert evaluate["slurm_partition"] == profile["default-resources"]["slurm_partition"]
+    # data jobs too: the rules' defaults are the miniature's (see below), not a cluster's
+    for rule in ("prepare", "tiers"):
+        wanted = {k: str(profile["set-resources"][rule][k]) for k in ("mem_mb", "runtime")}
+        jobs = job_resources(out, rule)
+        assert jobs and all({k: r[k] for k in wanted} == wanted for r in jobs), (rule, jobs)
 
 
 def test_default_profile_dry_run_plans_the_miniature_without_gpus(tmp_path):
@@ -130,4 +135,7 @@ def test_default_profile_dry_run_plans_the_miniature_without_gpus(tmp_path):
     assert {rule: counts.get(rule) for rule in expected} == expected
     for rule in ("train", "merge", "sample"):
         assert all("gpu" not in r and "gres" not in r for r in job_resources(out, rule)), rule
+    # the data rules' own defaults: streaming keeps them small (the miniature verifies no solutions)
+    assert {(r["mem_mb"], r["runtime"]) for r in job_resources(out, "prepare")} == {("2000", "60")}
+    assert {(r["mem_mb"], r["runtime"]) for r in job_resources(out, "tiers")} == {("1000", "30")}
     assert all(f"alpha{alpha_tag(a)}" in out for a in config["merge"]["alphas"])

@@ -157,8 +157,10 @@ def test_reduced_pipeline_on_slurm_matches_local_run(cluster, tmp_path):
     runs = (str(local), str(slurm))
     files = compared_files(local / "results")
     assert files == compared_files(slurm / "results")
-    for kind in ("data/", "checkpoints/", "merged/", "samples/", "evals/", "frontier/"):
+    for kind in ("data/", "checkpoints/", "samples/", "evals/", "frontier/"):
         assert any(f.startswith(f"{RUN}/{kind}") for f in files), f"no results/{RUN}/{kind} output to compare"
+    # merge.temp: each merged model is deleted once sampled, inside the SLURM group job as well as locally
+    assert not list((slurm / "results" / RUN).glob("merged/alpha*")), "merged models left behind"
     differ = [f for f in sorted(files)
               if content(local / "results" / f, runs) != content(slurm / "results" / f, runs)]
     assert not differ, f"SLURM and local runs differ in {differ}"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from ewa.io import read_jsonl, write_jsonl
 
@@ -137,15 +137,19 @@ def make_test(input: str, output: str, public: bool = False) -> Test:
     return Test(input=input, output=output, size=len(input.encode()), public=public)
 
 
-def read_problems(path: str | os.PathLike) -> list[Problem]:
-    problems, seen = [], set()
+def iter_problems(path: str | os.PathLike) -> Iterator[Problem]:
+    """The problems of a problems file one at a time (only their ids are kept, to refuse a duplicate)."""
+    seen = set()
     for lineno, rec in read_jsonl(path):
         p = Problem.from_record(rec, where=f"{path}:{lineno}: ")
         if p.id in seen:
             raise ProblemError(f"{path}:{lineno}: problem {p.id!r}: field 'id' is duplicated")
         seen.add(p.id)
-        problems.append(p)
-    return problems
+        yield p
+
+
+def read_problems(path: str | os.PathLike) -> list[Problem]:
+    return list(iter_problems(path))
 
 
 def problems_by_id(path: str | os.PathLike) -> dict[str, Problem]:

@@ -1,20 +1,22 @@
-"""Loaders: each turns one benchmark's native files into canonical Problems (see ewa.problems).
+"""Loaders: each turns one benchmark's native files into canonical Problems (see ewa.problems), one at a
+time: `stream()` hands them out as the source is read (one file, a glob or a directory of shards:
+ewa.data.sources), so `ewa prepare` holds one problem at a time, whatever the dataset's size.
 
 A loader module exposes `records(input, **options)`, yielding a Problem or a ProblemError per source
 record (yielded, not raised, so `--skip-invalid` can count bad records and go on), or a `Dropped` for a
-valid record it leaves out on purpose (counted by reason). `load()` applies the filters every benchmark
+valid record it leaves out on purpose (counted by reason). `stream()` applies the filters every benchmark
 shares: difficulty, contest-date window, limit; and, with `verify_solutions`, for a format that ships
 reference solutions (codecontests, VERIFIABLE), keeps only problems one of them passes in the sandbox
-(ewa.data.verify).
+(ewa.data.verify). `load()` is the same with every problem in a list.
 """
 from __future__ import annotations
 
 import importlib
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
-from ewa.data.verify import Dropped, verify
+from ewa.data.verify import Dropped, verified
 from ewa.problems import Problem, ProblemError
 
 FORMATS = {
@@ -27,9 +29,11 @@ FORMATS = {
 
 @dataclass
 class LoadReport:
-    problems: list[Problem]
-    skipped: list[str]  # one line per invalid record that was skipped
-    filtered: int  # valid records dropped by the filters (difficulty, dates, limit)
+    """What loading a dataset kept and left out; `stream` fills it in as its problems are consumed."""
+    problems: list[Problem] = field(default_factory=list)  # load() only: stream() hands them out one by one
+    kept: int = 0
+    skipped: list[str] = field(default_factory=list)  # one line per invalid record that was skipped
+    filtered: int = 0  # valid records dropped by the filters (difficulty, dates, limit)
     dropped: list[Dropped] = field(default_factory=list)  # valid records left out, each with its reason
     verification: dict | None = None  # verify_solutions' counts (None: not run)
 
@@ -37,47 +41,68 @@ class LoadReport:
         return dict(Counter(d.reason for d in self.dropped))
 
 
-def load(fmt: str, input: str | None = None, *, split: str = "all", difficulty: list[str] | None = None,
-         date_from: str | None = None, date_to: str | None = None, limit: int | None = None,
-         skip_invalid: bool = False, seed: int = 0, verify_solutions: bool = False,
-         sandbox: Callable | None = None, progress: bool = True, **options) -> LoadReport:
-    """`verify_solutions` (formats with VERIFIABLE only; others have no solutions to run and ignore it):
+def load(fmt: str, input: str | None = None, **options) -> LoadReport:
+    """Every problem at once, in `report.problems` (small sets, tests); `ewa prepare` streams instead."""
+    problems, report = stream(fmt, input, **options)
+    report.problems = list(problems)
+    return report
+
+
+def stream(fmt: str, input: str | None = None, *, split: str = "all", difficulty: list[str] | None = None,
+           date_from: str | None = None, date_to: str | None = None, limit: int | None = None,
+           skip_invalid: bool = False, seed: int = 0, verify_solutions: bool = False,
+           sandbox: Callable | None = None, progress: bool = True, **options) -> tuple[Iterator[Problem], LoadReport]:
+    """The dataset's problems one at a time, in source order, and the report their consumption fills in.
+    Nothing is read before the first problem is asked for, and memory stays flat in the number of problems.
+
+    `verify_solutions` (formats with VERIFIABLE only; others have no solutions to run and ignore it):
     `sandbox` opens the Sandbox to run them in (default: the config schema's sandbox section); `limit`
-    then counts verified problems."""
+    then counts verified problems. Problems past the limit are still read, to count them."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r} (expected one of: {', '.join(FORMATS)})")
     module = importlib.import_module(FORMATS[fmt])
-    if fmt == "mini":
-        items = module.load(input, split=split, seed=seed, **options)
-    else:
-        items = module.records(input, **options)
-    problems, skipped, dropped, filtered = [], [], [], 0
+    items = module.load(input, split=split, seed=seed, **options) if fmt == "mini" else module.records(input, **options)
+    report = LoadReport()
+    problems = _selected(items, report, skip_invalid, difficulty, date_from, date_to)
+    if verify_solutions and getattr(module, "VERIFIABLE", False):
+        report.verification = {}
+        problems = verified(problems, sandbox or _default_sandbox, report.verification, report.dropped, limit,
+                            progress)
+    return _limited(problems, report, limit), report
+
+
+def _selected(items, report: LoadReport, skip_invalid: bool, difficulty, date_from, date_to) -> Iterator[Problem]:
+    """The valid problems the difficulty and date filters keep; the rest counted in `report`."""
     wanted = {d.lower() for d in difficulty} if difficulty else None
     for item in items:
         if isinstance(item, ProblemError):
             if not skip_invalid:
                 raise item
-            skipped.append(str(item))
+            report.skipped.append(str(item))
             continue
         if isinstance(item, Dropped):
-            dropped.append(item)
+            report.dropped.append(item)
             continue
         date = str(item.meta.get("contest_date", ""))[:10]
         if (wanted and item.difficulty.lower() not in wanted) or (date_from and date and date < date_from) \
                 or (date_to and date and date > date_to):
-            filtered += 1
+            report.filtered += 1
             continue
-        problems.append(item)
-    verification = None
-    if verify_solutions and getattr(module, "VERIFIABLE", False):
-        kept, failed, verification = verify(problems, sandbox or _default_sandbox, limit, progress)
-        dropped += failed
-        filtered += verification["unchecked"]
-        problems = kept
-    if limit is not None:
-        filtered += max(0, len(problems) - limit)
-        problems = problems[:limit]
-    return LoadReport(problems, skipped, filtered, dropped, verification)
+        yield item
+
+
+def _limited(problems: Iterator[Problem], report: LoadReport, limit: int | None) -> Iterator[Problem]:
+    """The first `limit` problems; the rest are read to the end (counted as filtered, and every invalid
+    or dropped record among them reported as for the others)."""
+    problems = iter(problems)
+    for problem in problems:
+        if limit is not None and report.kept >= limit:
+            report.filtered += 1 + sum(1 for _ in problems)
+            break
+        report.kept += 1
+        yield problem
+    if report.verification:
+        report.filtered += report.verification["unchecked"]
 
 
 def verifies(spec: dict) -> bool:

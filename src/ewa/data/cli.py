@@ -4,11 +4,12 @@ benchmark); by hand, the flags describe it."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from ewa.errors import UserError
-from ewa.io import provenance, write_json
-from ewa.problems import read_problems, write_problems
+from ewa.io import atomic_path, provenance, write_json
+from ewa.problems import iter_problems
 
 SPEC_FLAGS = ("format", "input", "split", "difficulty", "date_from", "date_to", "limit", "verify_solutions")
 
@@ -55,7 +56,7 @@ def dataset_spec(args: argparse.Namespace, config: dict) -> dict:
 
 
 def prepare(args: argparse.Namespace, config: dict) -> int:
-    from ewa.data import load
+    from ewa.data import stream
 
     spec = dataset_spec(args, config)
     seed = args.seed if args.seed is not None else config["seed"]
@@ -65,9 +66,29 @@ def prepare(args: argparse.Namespace, config: dict) -> int:
         from ewa.sandbox import sandbox_from_config
         return sandbox_from_config(config["sandbox"], calibration=args.calibration, workers=args.workers)
 
-    report = load(spec["format"], spec.get("input"), skip_invalid=args.skip_invalid, seed=seed, sandbox=sandbox,
-                  **options)
-    dropped = report.dropped_counts()
+    problems, report = stream(spec["format"], spec.get("input"), skip_invalid=args.skip_invalid, seed=seed,
+                              sandbox=sandbox, **options)
+    # Each problem is written as it comes; the file appears under its name only once all are written.
+    with atomic_path(args.out) as tmp:
+        with open(tmp, "w") as f:
+            for problem in problems:
+                f.write(json.dumps(problem.to_record(), ensure_ascii=False) + "\n")
+        dropped = report.dropped_counts()
+        _print_skipped_and_verified(report)
+        if not report.kept:
+            raise UserError(f"{spec['format']}: no problems left after filtering ({report.filtered} filtered, "
+                            f"{len(report.skipped)} invalid, {len(report.dropped)} dropped: {_counts(dropped)})")
+    write_json(args.out + ".meta.json", provenance(
+        {**spec, "seed": seed}, problems=report.kept, skipped=report.skipped, filtered=report.filtered,
+        dropped=dropped, dropped_problems=[str(d) for d in report.dropped], verification=report.verification))
+    print(f"{args.out}: {report.kept} problems ({len(report.skipped)} invalid skipped, "
+          f"{report.filtered} filtered, {len(report.dropped)} dropped" + (f": {_counts(dropped)}; each named in "
+                                                                          f"{args.out}.meta.json" if dropped else "")
+          + ")", file=sys.stderr)
+    return 0
+
+
+def _print_skipped_and_verified(report) -> None:
     for line in report.skipped:
         print(f"skipped: {line}", file=sys.stderr)
     if report.verification is not None:
@@ -76,18 +97,6 @@ def prepare(args: argparse.Namespace, config: dict) -> int:
               f"{v['no_python_solution']} dropped with no Python 3 solution, {v['solution_fails']} dropped "
               f"because it fails here" + (f" ({v['unchecked']} left unchecked past the limit)" if v["unchecked"] else ""),
               file=sys.stderr)
-    if not report.problems:
-        raise UserError(f"{spec['format']}: no problems left after filtering ({report.filtered} filtered, "
-                        f"{len(report.skipped)} invalid, {len(report.dropped)} dropped: {_counts(dropped)})")
-    write_problems(report.problems, args.out)
-    write_json(args.out + ".meta.json", provenance(
-        {**spec, "seed": seed}, problems=len(report.problems), skipped=report.skipped, filtered=report.filtered,
-        dropped=dropped, dropped_problems=[str(d) for d in report.dropped], verification=report.verification))
-    print(f"{args.out}: {len(report.problems)} problems ({len(report.skipped)} invalid skipped, "
-          f"{report.filtered} filtered, {len(report.dropped)} dropped" + (f": {_counts(dropped)}; each named in "
-                                                                          f"{args.out}.meta.json" if dropped else "")
-          + ")", file=sys.stderr)
-    return 0
 
 
 def _counts(counts: dict[str, int]) -> str:
@@ -102,7 +111,7 @@ def add_tiers_arguments(p: argparse.ArgumentParser) -> None:
 def tiers(args: argparse.Namespace, config: dict) -> int:
     from ewa.data.tiers import write_tiers
 
-    write_tiers(read_problems(args.problems), config["regimes"], args.out)
+    write_tiers(iter_problems(args.problems), config["regimes"], args.out)  # one problem in memory at a time
     return 0
 
 

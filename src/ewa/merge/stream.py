@@ -14,11 +14,10 @@ import torch
 from tqdm import tqdm
 
 from ewa.io import atomic_path, provenance
-from ewa.merge import HASH_MODES, MergeError, parse_size
+from ewa.merge import HASH_MODES, RECORD_FILE, MergeError, parse_size
 from ewa.checkpoint import Checkpoint, ShardReader, check_compatible, fingerprint, read_checkpoint
 from ewa.merge.writer import BlockWriter, ModelWriter, as_bytes, plan_layout
 
-RECORD_FILE = "ewa_merge.json"
 # (block bytes, buffers) of the write ring: on CPU a block stays in cache from blend to write(); on a GPU
 # large blocks keep kernel launches and copies few (pinned buffers for the device-to-host copies).
 CPU_BLOCKS, GPU_BLOCKS = (1 << 20, 32), (64 << 20, 4)

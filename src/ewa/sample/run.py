@@ -11,6 +11,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from ewa.io import provenance, write_json, write_jsonl
+from ewa.merge import merge_record
 from ewa.problems import Problem
 from ewa.sample.backends import make_backend, resolve_backend
 from ewa.chat import load_tokenizer
@@ -88,8 +89,8 @@ def sample_file(problems: list[Problem], setting_name: str, config: SampleConfig
                     writer.append(done[p.id])
                     bar.update()
     write_json(provenance_path(out), provenance(
-        dataclasses.asdict(config), setting=setting_name, model=str(model_dir), backend=backend_name,
-        backend_info=backend_info, problems=len(problems), sandbox=sandbox_info,
+        dataclasses.asdict(config), setting=setting_name, model=str(model_dir), model_record=merge_record(model_dir),
+        backend=backend_name, backend_info=backend_info, problems=len(problems), sandbox=sandbox_info,
         record_fields=list(RECORD_FIELDS)))
     write_jsonl(out, (r for p in problems for r in done[p.id]))
     partial.unlink()
