@@ -30,7 +30,8 @@ def add_plan_arguments(p: argparse.ArgumentParser) -> None:
                    help="problems a benchmark holds after its filters (default: counted for bundled sets, "
                         "else an assumption the plan names)")
     p.add_argument("--alphas-at-once", type=int, metavar="N",
-                   help="merged models on disk at once with merge.temp (default: the profile's merge group size)")
+                   help="merged models on disk at once with merge.temp (default: every alpha: on a cluster all "
+                        "merges finish in minutes, long before sampling deletes the first)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
 
 
@@ -62,7 +63,7 @@ def build_plan(args: argparse.Namespace) -> dict:
                   for name, entry in config["benchmarks"].items()]
     train = workload.benchmark("train_data", config["train_data"], config["seed"], {})
     inputs = Inputs(config, arch, profile, args.prompt_tokens, benchmarks, train.tests,
-                    args.alphas_at_once or profile.group_sizes.get("merge", 1))
+                    args.alphas_at_once or len(config["merge"]["alphas"]))
     rules = plan_rules(inputs)
     refusal = next((r.refusal for r in rules.values() if r.refusal), None)
     return {
