@@ -13,6 +13,7 @@ from helpers import REGIMES
 
 from ewa.data import load as load_benchmark
 from ewa.data.mini import FAMILIES, build, corpus_texts, instances, run_source
+from ewa.data.mini.family import param_line, param_reader
 from ewa.data.mini.loader import load
 from ewa.data.tiers import build_tiers, regime_tests
 from ewa.problems import Problem, read_problems, write_problems
@@ -82,10 +83,22 @@ def test_records_round_trip_and_follow_the_format(problems):
         for src in [sol["brute"], sol["efficient"], *sol["wrong"]]:
             assert len(src) < 350, (p.id, len(src))
             compile(src, p.id, "exec")
-            for name, value in params.items():
-                assert f"\n{name}={value!r}\n" in src, (p.id, name)  # copyable from the statement
+        assert all(t.input.startswith(param_line(params)) for t in p.tests), p.id  # the values come first
         for value in params.values():
             assert str(value) in p.statement, p.id
+        assert f"an extra line: {param_line(params).strip()}." in p.statement, p.id
+
+
+def test_instances_of_a_family_share_their_programs(problems):
+    """Parameters are read from the input, so a held-out instance is solved by the family's own program."""
+    by_family = {}
+    for p in problems:
+        by_family.setdefault(p.meta["family"], []).append(p.meta["solutions"])
+    for name, sols in by_family.items():
+        assert all(s == sols[0] for s in sols), name
+        reader = param_reader(FAMILIES[name].train[0])
+        for src in [sols[0]["brute"], sols[0]["efficient"], *sols[0]["wrong"]]:
+            assert f"\n{reader}\n" in src, name
 
 
 def _run(src: str, stdin: str) -> str:

@@ -1,5 +1,8 @@
 """Turn the families into Problems: one instance per parameter value, tests from tiny to large.
 
+Every test's input starts with the instance's parameter line, which the family's shared programs read
+first; the statement names the values and says so.
+
 Expected outputs come from the efficient reference run in this process (our own trusted code). The
 public tests are regenerated (deterministically) until every wrong variant passes them, so a wrong
 variant's failures are only ever on hidden tests.
@@ -17,7 +20,8 @@ from functools import lru_cache
 from typing import Sequence
 
 from ewa.data.mini import arrays, dp, hashing, numbers, search, strings
-from ewa.data.mini.family import LEVELS, PUBLIC_LEVELS, Family, param_tag, run_source, same_output, with_params
+from ewa.data.mini.family import (LEVELS, PUBLIC_LEVELS, Family, param_line, param_sentence, param_tag, run_source,
+                                  same_output, with_reader)
 from ewa.problems import Problem, make_test
 
 FAMILIES: dict[str, Family] = {f.name: f for m in (arrays, hashing, search, numbers, dp, strings) for f in m.FAMILIES}
@@ -37,13 +41,13 @@ class Instance:
 
     @property
     def statement(self) -> str:
-        return self.family.statement.format(**self.params)
+        return f"{self.family.statement.format(**self.params)} {param_sentence(self.params)}"
 
     @property
     def solutions(self) -> dict:
         f, p = self.family, self.params
-        return {"brute": with_params(f.brute, p), "efficient": with_params(f.efficient, p),
-                "wrong": [with_params(w, p) for w in f.wrong]}
+        return {"brute": with_reader(f.brute, p), "efficient": with_reader(f.efficient, p),
+                "wrong": [with_reader(w, p) for w in f.wrong]}
 
 
 def instances(split: str = "all", families: Sequence[str] | None = None) -> list[Instance]:
@@ -88,7 +92,7 @@ def build_problem(inst: Instance, seed: int = 0, small: bool = False) -> Problem
         for attempt in range(ATTEMPTS):
             # Seeded by the instance id too: held-out instances get their own hidden tests.
             rng = random.Random(f"mini/{seed}/{inst.id}/{level}/{attempt}")
-            stdin = fam.gen(rng, n, inst.params, level)
+            stdin = param_line(inst.params) + fam.gen(rng, n, inst.params, level)
             if tests and len(stdin.encode()) < tests[-1].size:
                 continue  # the size order must be the level order (tiers are prefixes of it)
             expected = run_source(_compiled(sol["efficient"]), stdin)

@@ -64,8 +64,16 @@ def _grid(rng, n, P, level):
 
 def _items(rng, n, P, level):
     w = P["W"]
+    h = w // 2
+    if level == 2:
+        # A greedy-by-ratio trap: item A (h+1, 60) has the best ratio but excludes the pair B, C
+        # (h, 55 each) that fills the capacity (W is even; fillers are heavier than h and worth little,
+        # so no other pair fits). Greedy gets 60, the optimum is 110; reuse of B gives 110 too.
+        items = [(h + 1, 60), (h, 55), (h, 55)] + [(rng.randint(h + 1, w), rng.randint(1, 50)) for _ in range(n - 3)]
+        rng.shuffle(items)
+        return f"{n}\n" + "".join(f"{a} {b}\n" for a, b in items)
     # Public items weigh over half the capacity, so reusing one is never possible there.
-    lo, hi = (w // 2 + 1, w) if level < 2 else (1, w // 3)
+    lo, hi = (h + 1, w) if level < 2 else (1, w // 3)
     return f"{n}\n" + "".join(f"{rng.randint(lo, hi)} {rng.randint(1, 100)}\n" for _ in range(n))
 
 

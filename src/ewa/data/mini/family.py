@@ -1,7 +1,8 @@
 """A problem family: one statement template, a seeded input generator by size, and reference programs.
 
-Reference programs are short Python sources whose parameter values are spelled out on their own lines
-(`K=3`) right after the imports, so a tiny model can copy them from the statement.
+An instance's parameter values are the first line of its input, and every reference program reads them
+with one generic line right after its imports (`K=int(input())`), so all instances of a family share
+one program text: a model that learned the family can solve an instance with unseen parameter values.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ class Family:
     topic: str
     difficulty: str  # easy | medium | hard
     statement: str  # str.format template over the params
-    brute: str  # program body; the param lines are inserted after its imports
+    brute: str  # program body; the line reading the params is inserted after its imports
     efficient: str
     wrong: tuple[str, ...]  # plausible efficient programs that pass the public tests but not all
     train: tuple[dict, ...]
@@ -59,13 +60,38 @@ def param_tag(params: dict) -> str:
     return "_".join(f"{k}{fmt(v)}" for k, v in params.items())
 
 
-def with_params(body: str, params: dict) -> str:
-    """The program with one `NAME=value` line per parameter after its leading import lines."""
+def param_reader(params: dict) -> str:
+    """The line reading the parameters from the first input line: `T=int(input())`,
+    `A,B=map(int,input().split())`, or `C=list(map(int,input().split()))` for one list-valued parameter."""
+    names, values = list(params), list(params.values())
+    if len(values) == 1 and isinstance(values[0], (list, tuple)):
+        return f"{names[0]}=list(map(int,input().split()))"
+    if not all(isinstance(v, int) for v in values):
+        raise ValueError(f"mini: parameters must be ints or one list of ints, got {params!r}")
+    if len(values) == 1:
+        return f"{names[0]}=int(input())"
+    return f"{','.join(names)}=map(int,input().split())"
+
+
+def param_line(params: dict) -> str:
+    """The first input line: the parameter values in the family's order, space-separated."""
+    values = [x for v in params.values() for x in (v if isinstance(v, (list, tuple)) else [v])]
+    return " ".join(map(str, values)) + "\n"
+
+
+def param_sentence(params: dict) -> str:
+    """The statement's note that the input starts with the parameters' line (the values, as they come)."""
+    return f"The input starts with an extra line: {param_line(params).strip()}."
+
+
+def with_reader(body: str, params: dict) -> str:
+    """The program with the parameter-reading line after its leading import lines (the same text for
+    every instance of a family)."""
     lines = body.strip("\n").split("\n")
     k = 0
     while k < len(lines) and lines[k].startswith(("import ", "from ")):
         k += 1
-    return "\n".join(lines[:k] + [f"{name}={value!r}" for name, value in params.items()] + lines[k:]) + "\n"
+    return "\n".join(lines[:k] + [param_reader(params)] + lines[k:]) + "\n"
 
 
 def run_source(source: str | object, stdin: str) -> str:
