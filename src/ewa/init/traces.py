@@ -4,9 +4,9 @@ chat template's own format (the same opening messages, tool schema and feedback 
 - reasoning: the prompt, then a plan line and the program.
 - tools: the model calls the python tool on its candidate with the first public input, reads the output
   (a `tool` message), then answers with the program.
-- agentic: a first attempt carried over from a sibling instance of the same family (its parameter values
-  are wrong here, the failure a model that learned the family makes), the real public-test feedback,
-  then the corrected program. Only attempts that fail a public test give a trace.
+- agentic: a first attempt with a slip (the first generic mutant of the reference program, see
+  ewa.init.mutants, that fails a public test; else a sibling instance's differing program), the real
+  public-test feedback, then the corrected program. Only attempts that fail a public test give a trace.
 
 Every row is a TRL conversational prompt-completion example. The loss falls on the assistant turns of
 the completion only (completion- and assistant-only loss): never on tool outputs or feedback, and never
@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from typing import Sequence
+from itertools import islice
+from typing import Iterator, Sequence
 
 from tqdm import tqdm
 
 from ewa.chat import PYTHON_TOOL
+from ewa.init.mutants import mutants
 from ewa.problems import Problem
 from ewa.prompts import agentic_messages, code_answer, feedback, reasoning_messages, tool_output, tools_messages
 
@@ -76,9 +78,25 @@ def siblings(problem: Problem, family: list[Problem]) -> list[Problem]:
     return family[at + 1:] + family[:at]
 
 
+MAX_MUTANTS = 40  # mutants judged per kind before falling back to a sibling's program
+
+
+def first_attempts(problem: Problem, family: list[Problem], kind: str) -> Iterator[str]:
+    """Candidate failing first attempts of `kind`: this problem's own reference program's mutants (a slip
+    a model that learned the family makes), then the siblings' programs (different when the family's
+    parameters live in the code)."""
+    own = (problem.meta.get("solutions") or {}).get(kind)
+    if own:
+        yield from islice((m for _, m in mutants(own)), MAX_MUTANTS)
+    for other in siblings(problem, family):
+        attempt = (other.meta.get("solutions") or {}).get(kind)
+        if attempt and attempt != own:
+            yield attempt
+
+
 def agentic_rows(problem: Problem, family: list[Problem], sandbox) -> list[dict]:
-    """Per kind (brute force, efficient): the first sibling's program of that kind that fails a public
-    test here, then the real feedback and this problem's own program (the only turn trained on)."""
+    """Per kind (brute force, efficient): the first candidate attempt (`first_attempts`) that fails a
+    public test here, then the real feedback and this problem's own program (the only turn trained on)."""
     public = [i for i, _ in problem.public_tests]
     fixes = dict(solution_variants(problem))
     opening = agentic_messages(problem)
@@ -86,10 +104,7 @@ def agentic_rows(problem: Problem, family: list[Problem], sandbox) -> list[dict]
     for kind in ("brute", "efficient"):
         if not public or kind not in fixes:
             continue
-        for other in siblings(problem, family):
-            attempt = (other.meta.get("solutions") or {}).get(kind)
-            if not attempt:
-                continue
+        for attempt in first_attempts(problem, family, kind):
             note = feedback(problem, sandbox.judge(problem, attempt, tests=public, early_stop=False))
             if note is None:
                 continue  # it passes the public tests: no feedback to learn from

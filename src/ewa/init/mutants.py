@@ -1,0 +1,94 @@
+"""Generic textual mutants of a reference program: the plausible slips (an off-by-one bound, a flipped
+comparison, min for max) an agentic trace's failing first attempt is made of.
+
+`mutants(source)` is deterministic: operators in a fixed order, each applied at one site at a time from
+the top of the program. Lines that read the input are left alone, so a mutant still parses its input.
+"""
+from __future__ import annotations
+
+import re
+from typing import Callable, Iterator
+
+Site = tuple[int, int, str]  # (start, end, replacement) within one line
+
+
+def _paren_end(line: str, open_at: int) -> int | None:
+    """Index of the parenthesis closing the one at `open_at`, or None."""
+    depth = 0
+    for i in range(open_at, len(line)):
+        depth += {"(": 1, ")": -1}.get(line[i], 0)
+        if depth == 0:
+            return i
+    return None
+
+
+def _range_bound(line: str) -> list[Site]:
+    """range(a, b) -> range(a, b+1): the upper bound one too far (steps left alone)."""
+    sites = []
+    for m in re.finditer(r"\brange\(", line):
+        end = _paren_end(line, m.end() - 1)
+        if end is None:
+            continue
+        args, depth, commas = line[m.end():end], 0, 0
+        for ch in args:
+            depth += {"(": 1, "[": 1, ")": -1, "]": -1}.get(ch, 0)
+            commas += ch == "," and depth == 0
+        if commas <= 1 and args.strip():
+            sites.append((end, end, "+1"))
+    return sites
+
+
+def _swap(pattern: str, table: dict[str, str]) -> Callable[[str], list[Site]]:
+    """Each match replaced by its entry in `table` (dropped if it has none)."""
+    def sites(line: str) -> list[Site]:
+        return [(m.start(), m.end(), table.get(m.group(), "")) for m in re.finditer(pattern, line)]
+    return sites
+
+
+def _print_transform(line: str) -> list[Site]:
+    """print(x%M) -> print(x): the final reduction dropped."""
+    m = re.fullmatch(r"(\s*print\(.*?)(%\w+)\)\s*", line)
+    return [(m.start(2), m.end(2), "")] if m else []
+
+
+def _constant(line: str) -> list[Site]:
+    """An integer literal one too large (c[0]=1 -> c[0]=2); exponents and big sentinels left alone."""
+    return [(m.start(), m.end(), str(int(m.group()) + 1)) for m in re.finditer(r"(?<![\w.*])\d+(?![\w.*])", line)
+            if int(m.group()) < 100]
+
+
+# Fixed order: the slips most likely to change a tiny example's answer come first.
+OPERATORS: tuple[tuple[str, Callable[[str], list[Site]]], ...] = (
+    ("min/max", _swap(r"\b(?:min|max)(?=\()", {"min": "max", "max": "min"})),
+    ("range bound", _range_bound),
+    ("comparison", _swap(r"(?<![<>=!])(?:<=|>=|<|>)(?![<>=])", {"<=": "<", ">=": ">", "<": "<=", ">": ">="})),
+    ("equality", _swap(r"==|!=", {"==": "!=", "!=": "=="})),
+    ("+1/-1", _swap(r"[+-]1(?!\d)", {"+1": "", "-1": ""})),
+    ("print transform", _print_transform),
+    ("modulo dropped", _swap(r"%\w+", {})),
+    ("constant", _constant),
+    ("sign", _swap(r"(?<=[\w)\]])[+-](?=[\w(])", {"+": "-", "-": "+"})),
+)
+
+
+def _reads_input(line: str) -> bool:
+    return "input(" in line or "stdin" in line or line.startswith(("import ", "from "))
+
+
+def mutants(source: str) -> Iterator[tuple[str, str]]:
+    """(operator name, mutated program) for every operator and site, in a fixed order; each mutant
+    compiles and differs from `source`."""
+    lines = source.split("\n")
+    for name, find in OPERATORS:
+        for k, line in enumerate(lines):
+            if _reads_input(line):
+                continue
+            for start, end, repl in find(line):
+                mutated = "\n".join(lines[:k] + [line[:start] + repl + line[end:]] + lines[k + 1:])
+                if mutated == source:
+                    continue
+                try:
+                    compile(mutated, "<mutant>", "exec")
+                except SyntaxError:
+                    continue
+                yield name, mutated
