@@ -18,6 +18,7 @@ from helpers import PICO
 from ewa.cli import main
 from ewa.chat import PYTHON_TOOL, parse_turn, supports_tools, add_response_parser
 from ewa.config import section
+from ewa.init.mutants import mutants
 from ewa.init.traces import sft_examples
 from ewa.init.tiny import CHAT_TEMPLATE, ENDOFTEXT, IM_END, IM_START, build_tiny_model, train_tokenizer
 from ewa.sandbox import sandbox_from_config
@@ -122,13 +123,16 @@ def test_sft_examples_mix_brute_efficient_and_wrong():
 
 
 def plus_k(pid: str, k: int) -> Problem:
-    """An instance of a toy family: print the sum of the numbers plus K (K differs between siblings)."""
-    tests = tuple(make_test(f"{n}\n{' '.join(['1'] * n)}\n", str(n + k), public=n <= 2) for n in (1, 2, 5, 50))
-    return Problem(id=pid, source="toy", difficulty="easy", statement=f"Print the sum of the numbers plus {k}.",
+    """An instance of a toy family: print the sum of the numbers plus K. As in the mini set, K is the first
+    input line, so sibling instances share their programs."""
+    tests = tuple(make_test(f"{k}\n{n}\n{' '.join(['1'] * n)}\n", str(n + k), public=n <= 2) for n in (1, 2, 5, 50))
+    return Problem(id=pid, source="toy", difficulty="easy",
+                   statement=f"Print the sum of the numbers plus {k}. The input starts with an extra line: {k}.",
                    testtype="stdin", tests=tests, meta={"family": "plus", "solutions": {
-                       "brute": f"K={k}\nn = int(input())\nt = K\nfor v in input().split():\n    t += int(v)\nprint(t)",
-                       "efficient": f"K={k}\ninput()\nprint(K + sum(map(int, input().split())))",
-                       "wrong": [f"K={k}\nn = int(input())\nprint(n + K if n < 3 else n)"]}})
+                       "brute": "K=int(input())\nn=int(input())\na=input().split()\nt=K\n"
+                                "for i in range(n):t+=int(a[i])\nprint(t)",
+                       "efficient": "K=int(input())\ninput()\na=input().split()\nprint(K+sum(map(int,a)))",
+                       "wrong": ["K=int(input())\nn=int(input())\nprint(n+K if n<3 else n)"]}})
 
 
 @pytest.fixture(scope="module")
@@ -153,19 +157,34 @@ def test_tool_traces_run_the_candidate_on_the_first_public_input(sandbox):
         assert json.loads(r["tools"]) == [PYTHON_TOOL]
 
 
-def test_agentic_traces_fix_a_siblings_program_after_real_feedback(sandbox):
-    a, b = plus_k("plus/3", 3), plus_k("plus/7", 7)
+def test_agentic_traces_fix_a_mutant_of_the_own_program_after_real_feedback(sandbox):
+    a, b = plus_k("plus/3", 3), plus_k("plus/7", 7)  # siblings share programs: no sibling fails here
     rows = [r for r in sft_examples([a, b], {"brute": 0, "efficient": 0, "wrong": 0, "tools": 0, "agentic": 1},
                                     sandbox) if r["problem_id"] == a.id]
     assert [r["kind"] for r in rows] == ["brute", "efficient"]
-    for r in rows:
+    brute, efficient = rows
+    for r, slip in ((brute, "range(n+1)"), (efficient, "K-sum(")):
         first, note = r["prompt"][-2:]
-        assert "K=7" in first["content"] and first["role"] == "assistant"  # the sibling's program
+        assert slip in first["content"] and first["role"] == "assistant"  # the first failing mutant
         assert note["role"] == "user" and "Expected output:\n4" in note["content"]
-        assert "Your output:\n8" in note["content"]  # what the sibling's program really printed
         (fix,) = r["completion"]  # the only turn trained on
-        assert "K=3" in fix["content"] and "K=7" not in fix["content"]
+        assert extract_code(fix["content"]).strip() == a.meta["solutions"][r["kind"]].strip()
+    # what the mutants really did on the first public test (3 + 1 expected)
+    assert "IndexError" in brute["prompt"][-1]["content"]  # range(n+1) reads past the numbers
+    assert "Your output:\n2" in efficient["prompt"][-1]["content"]  # 3 - 1
     assert json.loads(rows[0]["tools"]) is None
+
+
+def test_mutants_are_deterministic_slips_that_keep_reading_the_input():
+    src = "import sys\nK=int(input())\nn,*a=map(int,sys.stdin.read().split())\nb=0\n" \
+          "for i in range(1,n):\n if a[i]<=K:b=max(b,a[i]+1)\nprint(b%7)\n"
+    got = list(mutants(src))
+    assert got == list(mutants(src)) and len({m for _, m in got}) == len(got)
+    assert [name for name, _ in got][:3] == ["min/max", "range bound", "comparison"]
+    assert got[1][1].split("\n")[4] == "for i in range(1,n+1):"
+    for _, m in got:
+        compile(m, "<mutant>", "exec")
+        assert m != src and m.split("\n")[:3] == src.split("\n")[:3]  # the input is read as before
 
 
 def test_traces_render_through_the_template_and_parse_back(sandbox, tmp_path):

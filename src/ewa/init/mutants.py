@@ -77,16 +77,17 @@ def _reads_input(line: str) -> bool:
 
 def mutants(source: str) -> Iterator[tuple[str, str]]:
     """(operator name, mutated program) for every operator and site, in a fixed order; each mutant
-    compiles and differs from `source`."""
-    lines = source.split("\n")
+    compiles, differs from `source` and from every earlier mutant."""
+    lines, seen = source.split("\n"), {source}
     for name, find in OPERATORS:
         for k, line in enumerate(lines):
             if _reads_input(line):
                 continue
             for start, end, repl in find(line):
                 mutated = "\n".join(lines[:k] + [line[:start] + repl + line[end:]] + lines[k + 1:])
-                if mutated == source:
+                if mutated in seen:
                     continue
+                seen.add(mutated)
                 try:
                     compile(mutated, "<mutant>", "exec")
                 except SyntaxError:
