@@ -14,8 +14,10 @@ def strip_reasoning(completion: str) -> str:
     Templates that open the block in the prompt (DeepSeek-R1) leave only `</think>` in the
     completion; a block cut off by the budget has no close, and then nothing after it is an answer.
 
-    >>> strip_reasoning("<think>\n```python\ndraft\n```\n</think>\nfinal")
-    '\nfinal'
+    >>> strip_reasoning("<think>draft</think>final")
+    'final'
+    >>> strip_reasoning("draft</think>final"), strip_reasoning("answer<think>cut off")
+    ('final', 'answer')
     """
     if THINK_CLOSE in completion:
         return completion[completion.rfind(THINK_CLOSE) + len(THINK_CLOSE):]
