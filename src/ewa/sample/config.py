@@ -25,6 +25,7 @@ class SampleConfig:
     temperature: float  # 0 means greedy
     top_p: float
     batch_size: int  # sequences per hf generate call; hf results are reproducible per batch_size
+    rows_per_call: int  # vLLM: sequences per engine call (many problems packed; continuous batching)
     backend: str
     tensor_parallel_size: int  # vLLM only
     assistant_prefix: str  # text every assistant turn starts with (e.g. to force a format)

@@ -76,7 +76,7 @@ def sample_file(problems: list[Problem], setting_name: str, config: SampleConfig
             bar = stack.enter_context(tqdm(total=len(problems), initial=len(done), unit="problem",
                                            desc=f"sample {setting_name}", disable=not progress))
             # Chunks are fixed slices of the problem list, so a resumed run batches as the first did.
-            rows = config.batch_size if backend_name == "hf" else max(config.batch_size, 256)
+            rows = config.batch_size if backend_name == "hf" else config.rows_per_call
             per_chunk = max(1, rows // config.n)
             for at in range(0, len(problems), per_chunk):
                 chunk = [p for p in problems[at:at + per_chunk] if p.id not in done]
