@@ -78,8 +78,14 @@ def engine_args(settings) -> dict:
 
     gpu = torch.cuda.is_available()
     # CPU: fp32 like the hf backend; eager, since compiling costs more than a tiny model's whole run.
-    return {"dtype": "auto" if gpu else "float32", "enforce_eager": not gpu, "seed": settings.seed,
+    args = {"dtype": "auto" if gpu else "float32", "enforce_eager": not gpu, "seed": settings.seed,
             "tensor_parallel_size": settings.tensor_parallel_size, "disable_log_stats": True}
+    if not gpu:
+        # vLLM rewinds a seeded request's generator after a partial (chunked) prefill with
+        # Generator.set_offset, which only CUDA generators have: a packed call of many seeded
+        # prompts failed with "CPU Generator does not use offset". Whole prefills never rewind.
+        args["enable_chunked_prefill"] = False
+    return args
 
 
 class VLLMBackend(Backend):
