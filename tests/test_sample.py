@@ -322,14 +322,14 @@ def test_bad_input_is_one_clear_line(pico, problems_file, tmp_path, capsys, chan
 @pytest.mark.skipif(vllm_python() is None, reason="no vLLM venv (.venv-vllm): run scripts/setup-vllm.sh")
 def test_vllm_backend_samples_tools_through_the_worker(pico, tmp_path, monkeypatch):
     monkeypatch.setenv("EWA_CACHE_DIR", str(tmp_path / "cache"))
-    cfg = config(backend="vllm", assistant_prefix="<tool: python>\nprint(6 * 7)\n</tool>", tools={"max_tool_calls": 1})
+    cfg = config(backend="vllm", assistant_prefix=tool_call("print(6 * 7)"), tools={"max_tool_calls": 1})
     out = sample_file(problems()[:2], "tools", cfg, pico, tmp_path / "tools.jsonl", sandbox=SANDBOX, workers=2,
                       progress=False)
     records = read(out)
     assert len(records) == 4 and {r["backend"] for r in records} == {"vllm"}
     for r in records:
-        assert r["completion"].startswith("<tool: python>\nprint(6 * 7)\n</tool>\n<output>\n42\n</output>\n")
-        assert r["tool_calls"] == 1 and 1 <= r["tokens_generated"] <= 12
+        assert r["tool_outcomes"] == ["ok"] and "<tool_response>\n42\n</tool_response>" in r["completion"]
+        assert r["tool_calls"] == 1 and 1 <= r["tokens_generated"] <= 24  # two calls of at most 12
     assert len({r["completion"] for r in records}) == 4  # per-sample seeds
     meta = json.loads(provenance_path(out).read_text())
     assert meta["backend"] == "vllm" and meta["backend_info"]["vllm"] and "worker" in meta["backend_info"]["where"]
