@@ -18,7 +18,7 @@ from helpers import PICO
 from ewa.cli import main
 from ewa.chat import PYTHON_TOOL, parse_turn, supports_tools, add_response_parser
 from ewa.config import section
-from ewa.init.mutants import mutants
+from ewa.init.mutants import mutants, syntax_slips
 from ewa.init.traces import sft_examples
 from ewa.init.tiny import CHAT_TEMPLATE, ENDOFTEXT, IM_END, IM_START, build_tiny_model, train_tokenizer
 from ewa.sandbox import sandbox_from_config
@@ -145,8 +145,9 @@ def test_tool_traces_run_the_candidate_on_the_first_public_input(sandbox):
     a, b = plus_k("plus/3", 3), plus_k("plus/7", 7)
     rows = [r for r in sft_examples([a, b], {"brute": 0, "efficient": 0, "wrong": 0, "tools": 1, "agentic": 0},
                                     sandbox) if r["problem_id"] == a.id]
-    assert [r["kind"] for r in rows] == ["brute", "efficient", "wrong"]
-    for r in rows:
+    runs = [r for r in rows if len(r["completion"]) == 3]
+    assert [r["kind"] for r in runs] == ["brute", "efficient", "wrong"]
+    for r in runs:
         call, output, answer = r["completion"]
         args = call["tool_calls"][0]["function"]["arguments"]
         sources = {**a.meta["solutions"], "wrong": a.meta["solutions"]["wrong"][0]}
@@ -157,21 +158,41 @@ def test_tool_traces_run_the_candidate_on_the_first_public_input(sandbox):
         assert json.loads(r["tools"]) == [PYTHON_TOOL]
 
 
+def test_tool_recovery_traces_answer_correctly_after_a_real_crash(sandbox):
+    a, b = plus_k("plus/3", 3), plus_k("plus/7", 7)
+    rows = [r for r in sft_examples([a, b], {"brute": 0, "efficient": 0, "wrong": 0, "tools": 1, "agentic": 0},
+                                    sandbox) if r["problem_id"] == a.id and len(r["completion"]) == 1]
+    # per correct program: a syntax slip and (where a mutant crashes) a runtime error; wrong programs get none
+    assert [r["kind"] for r in rows] == ["brute", "brute", "efficient"]
+    outputs = [r["prompt"][-1]["content"] for r in rows]
+    assert "SyntaxError" in outputs[0] and "IndexError" in outputs[1] and "SyntaxError" in outputs[2]
+    for r in rows:
+        call, output = r["prompt"][-2:]
+        slip = call["tool_calls"][0]["function"]["arguments"]["code"]
+        assert output["role"] == "tool" and slip != a.meta["solutions"][r["kind"]]
+        (answer,) = r["completion"]  # only the answer after the crash is trained on
+        assert extract_code(answer["content"]).strip() == a.meta["solutions"][r["kind"]].strip()
+
+
 def test_agentic_traces_fix_a_mutant_of_the_own_program_after_real_feedback(sandbox):
     a, b = plus_k("plus/3", 3), plus_k("plus/7", 7)  # siblings share programs: no sibling fails here
     rows = [r for r in sft_examples([a, b], {"brute": 0, "efficient": 0, "wrong": 0, "tools": 0, "agentic": 1},
                                     sandbox) if r["problem_id"] == a.id]
-    assert [r["kind"] for r in rows] == ["brute", "efficient"]
-    brute, efficient = rows
-    for r, slip in ((brute, "range(n+1)"), (efficient, "K-sum(")):
+    # per kind: the first failing mutant (brute's already crashes; efficient's sum cannot), then a syntax slip
+    assert [r["kind"] for r in rows] == ["brute", "brute", "efficient", "efficient"]
+    brute, brute_slip, efficient, efficient_slip = rows
+    for r, slip in ((brute, "range(n+1)"), (efficient, "K-sum("), (brute_slip, "int(a[i]\n"),
+                    (efficient_slip, "map(int,a))\n")):
         first, note = r["prompt"][-2:]
-        assert slip in first["content"] and first["role"] == "assistant"  # the first failing mutant
+        assert slip in first["content"] and first["role"] == "assistant"
         assert note["role"] == "user" and "Expected output:\n4" in note["content"]
         (fix,) = r["completion"]  # the only turn trained on
         assert extract_code(fix["content"]).strip() == a.meta["solutions"][r["kind"]].strip()
-    # what the mutants really did on the first public test (3 + 1 expected)
+    # what the first attempts really did on the first public test (3 + 1 expected)
     assert "IndexError" in brute["prompt"][-1]["content"]  # range(n+1) reads past the numbers
     assert "Your output:\n2" in efficient["prompt"][-1]["content"]  # 3 - 1
+    for r in (brute_slip, efficient_slip):
+        assert "did not compile" in r["prompt"][-1]["content"] and "SyntaxError" in r["prompt"][-1]["content"]
     assert json.loads(rows[0]["tools"]) is None
 
 
@@ -185,6 +206,17 @@ def test_mutants_are_deterministic_slips_that_keep_reading_the_input():
     for _, m in got:
         compile(m, "<mutant>", "exec")
         assert m != src and m.split("\n")[:3] == src.split("\n")[:3]  # the input is read as before
+
+
+def test_syntax_slips_do_not_compile_and_keep_reading_the_input():
+    src = "import sys\nK=int(input())\nn=int(input())\nfor i in range(n):\n    print(max(i, K))\n"
+    got = list(syntax_slips(src))
+    assert [name for name, _ in got] == ["colon dropped", "parenthesis dropped", "parenthesis dropped"]
+    assert got[0][1].split("\n")[3] == "for i in range(n)"
+    for _, slip in got:
+        with pytest.raises(SyntaxError):
+            compile(slip, "<slip>", "exec")
+        assert slip.split("\n")[:3] == src.split("\n")[:3]
 
 
 def test_traces_render_through_the_template_and_parse_back(sandbox, tmp_path):

@@ -1,8 +1,10 @@
 """Generic textual mutants of a reference program: the plausible slips (an off-by-one bound, a flipped
-comparison, min for max) an agentic trace's failing first attempt is made of.
+comparison, min for max) an agentic trace's failing first attempt is made of, and the syntax slips
+(a dropped colon or parenthesis) behind the programs that do not compile.
 
-`mutants(source)` is deterministic: operators in a fixed order, each applied at one site at a time from
-the top of the program. Lines that read the input are left alone, so a mutant still parses its input.
+`mutants(source)` and `syntax_slips(source)` are deterministic: operators in a fixed order, each applied
+at one site at a time from the top of the program. Lines that read the input are left alone, so a mutant
+still parses its input.
 """
 from __future__ import annotations
 
@@ -93,3 +95,30 @@ def mutants(source: str) -> Iterator[tuple[str, str]]:
                 except SyntaxError:
                     continue
                 yield name, mutated
+
+
+# A sampled program that does not compile mostly lost a colon or a closing bracket: traces that start
+# from such a slip teach what to do with a SyntaxError, which the tiny model meets in a fifth of its answers.
+SYNTAX_SLIPS: tuple[tuple[str, Callable[[str], list[Site]]], ...] = (
+    ("colon dropped", lambda line: [(len(line) - 1, len(line), "")] if line.rstrip().endswith(":")
+     and line == line.rstrip() else []),
+    ("parenthesis dropped", lambda line: [(line.rindex(")"), line.rindex(")") + 1, "")] if ")" in line else []),
+)
+
+
+def syntax_slips(source: str) -> Iterator[tuple[str, str]]:
+    """(slip name, program) for every syntax slip of `source`, in a fixed order; none of them compiles."""
+    lines, seen = source.split("\n"), {source}
+    for name, find in SYNTAX_SLIPS:
+        for k, line in enumerate(lines):
+            if _reads_input(line):
+                continue
+            for start, end, repl in find(line):
+                slipped = "\n".join(lines[:k] + [line[:start] + repl + line[end:]] + lines[k + 1:])
+                if slipped in seen:
+                    continue
+                seen.add(slipped)
+                try:
+                    compile(slipped, "<slip>", "exec")
+                except SyntaxError:
+                    yield name, slipped

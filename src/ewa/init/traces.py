@@ -3,10 +3,14 @@ chat template's own format (the same opening messages, tool schema and feedback 
 
 - reasoning: the prompt, then a plan line and the program.
 - tools: the model calls the python tool on its candidate with the first public input, reads the output
-  (a `tool` message), then answers with the program.
-- agentic: a first attempt with a slip (the first generic mutant of the reference program, see
-  ewa.init.mutants, that fails a public test; else a sibling instance's differing program), the real
-  public-test feedback, then the corrected program. Only attempts that fail a public test give a trace.
+  (a `tool` message), then answers with the program. Recovery traces start from a call whose program
+  crashes or does not compile (a slip of the reference, see ewa.init.mutants), show the real traceback,
+  then answer with the correct program: most of a small model's calls crash, and an answer written
+  after a traceback it never saw in training is noise.
+- agentic: a first attempt with a slip (the first generic mutant of the reference program that fails a
+  public test, else a sibling instance's differing program; then the first that crashes, and a syntax
+  slip), the real public-test feedback, then the corrected program. Only attempts that fail a public test
+  give a trace.
 
 Every row is a TRL conversational prompt-completion example. The loss falls on the assistant turns of
 the completion only (completion- and assistant-only loss): never on tool outputs or feedback, and never
@@ -23,13 +27,16 @@ from typing import Iterator, Sequence
 from tqdm import tqdm
 
 from ewa.chat import PYTHON_TOOL
-from ewa.init.mutants import mutants
+from ewa.init.mutants import mutants, syntax_slips
 from ewa.problems import Problem
+from ewa.verdicts import RE
 from ewa.prompts import agentic_messages, code_answer, feedback, reasoning_messages, tool_output, tools_messages
 
 NO_TOOLS = json.dumps(None)  # TRL reads a `tools` column as JSON; null renders no tool block
 TOOLS = json.dumps([PYTHON_TOOL])
 PLAN_CALL = "Let me run it on the first example."
+MAX_MUTANTS = 40  # mutants tried per kind before falling back to a sibling's program
+CRASH_TRIES = 12  # programs run per kind looking for one that crashes (each run costs the init time)
 
 
 def solution_variants(problem: Problem) -> list[tuple[str, str]]:
@@ -51,8 +58,30 @@ def reasoning_rows(problem: Problem) -> list[dict]:
                 problem, "reasoning") for kind, src in solution_variants(problem)]
 
 
+def tool_call(kind: str, code: str, stdin: str) -> dict:
+    plan = code_answer("", kind).split("\n")[0]
+    return {"role": "assistant", "content": f"{plan} {PLAN_CALL}",
+            "tool_calls": [{"type": "function", "function": {"name": "python",
+                                                             "arguments": {"code": code, "stdin": stdin}}}]}
+
+
+def run_tool(sandbox, problem: Problem, code: str, stdin: str):
+    """The sandbox result of a python call, and the `tool` message that answers it."""
+    result = sandbox.run_code(code, stdin=stdin, time_limit_s=max(problem.time_limit_s, 1.0),
+                              memory_limit_mb=problem.memory_limit_mb)
+    return result, {"role": "tool", "name": "python", "content": tool_output(result, problem.time_limit_s)}
+
+
+def crashing_slips(source: str) -> Iterator[str]:
+    """A syntax slip of `source`, then its mutants (the caller keeps those that crash)."""
+    yield from islice((s for _, s in syntax_slips(source)), 1)
+    yield from islice((m for _, m in mutants(source)), MAX_MUTANTS)
+
+
 def tool_rows(problem: Problem, sandbox) -> list[dict]:
-    """One row per reference program: the tool call, its output, and the answer."""
+    """One row per reference program (the tool call, its output, and the answer), and per correct program
+    two recovery rows: a call of a slip that does not compile, and of the first mutant that crashes, in
+    the prompt with their real output; the answer is the correct program."""
     public = problem.public_tests
     if not public:
         return []
@@ -60,15 +89,22 @@ def tool_rows(problem: Problem, sandbox) -> list[dict]:
     opening = tools_messages(problem)
     rows = []
     for kind, src in solution_variants(problem):
-        plan = code_answer("", kind).split("\n")[0]
-        call = {"role": "assistant", "content": f"{plan} {PLAN_CALL}",
-                "tool_calls": [{"type": "function", "function": {"name": "python",
-                                                                 "arguments": {"code": src, "stdin": stdin}}}]}
-        result = sandbox.run_code(src, stdin=stdin, time_limit_s=max(problem.time_limit_s, 1.0),
-                                  memory_limit_mb=problem.memory_limit_mb)
-        output = {"role": "tool", "name": "python", "content": tool_output(result, problem.time_limit_s)}
+        _, output = run_tool(sandbox, problem, src, stdin)
         answer = {"role": "assistant", "content": code_answer(src, kind)}
-        rows.append(row(opening, [call, output, answer], kind, problem, "tools", TOOLS))
+        rows.append(row(opening, [tool_call(kind, src, stdin), output, answer], kind, problem, "tools", TOOLS))
+    for kind, src in solution_variants(problem):
+        if kind == "wrong":
+            continue
+        recovered = 0
+        for slip in islice(crashing_slips(src), CRASH_TRIES):
+            result, output = run_tool(sandbox, problem, slip, stdin)
+            if result.status == "ok":
+                continue
+            answer = {"role": "assistant", "content": code_answer(src, kind)}
+            rows.append(row(opening + [tool_call(kind, slip, stdin), output], [answer], kind, problem, "tools", TOOLS))
+            recovered += 1
+            if recovered == 2:
+                break
     return rows
 
 
@@ -78,7 +114,6 @@ def siblings(problem: Problem, family: list[Problem]) -> list[Problem]:
     return family[at + 1:] + family[:at]
 
 
-MAX_MUTANTS = 40  # mutants judged per kind before falling back to a sibling's program
 
 
 def first_attempts(problem: Problem, family: list[Problem], kind: str) -> Iterator[str]:
@@ -95,8 +130,9 @@ def first_attempts(problem: Problem, family: list[Problem], kind: str) -> Iterat
 
 
 def agentic_rows(problem: Problem, family: list[Problem], sandbox) -> list[dict]:
-    """Per kind (brute force, efficient): the first candidate attempt (`first_attempts`) that fails a
-    public test here, then the real feedback and this problem's own program (the only turn trained on)."""
+    """Per kind (brute force, efficient), up to three first attempts, each with the real feedback and this
+    problem's own program (the only turn trained on): the first candidate (`first_attempts`) that fails a
+    public test, the first of its mutants that crashes, and a syntax slip (feedback: did not compile)."""
     public = [i for i, _ in problem.public_tests]
     fixes = dict(solution_variants(problem))
     opening = agentic_messages(problem)
@@ -104,14 +140,27 @@ def agentic_rows(problem: Problem, family: list[Problem], sandbox) -> list[dict]
     for kind in ("brute", "efficient"):
         if not public or kind not in fixes:
             continue
-        for attempt in first_attempts(problem, family, kind):
-            note = feedback(problem, sandbox.judge(problem, attempt, tests=public, early_stop=False))
-            if note is None:
-                continue  # it passes the public tests: no feedback to learn from
+        attempts = []  # (program, feedback): the first that fails, then the first that crashes
+        crash_seen = False
+        for tries, attempt in enumerate(first_attempts(problem, family, kind)):
+            if attempts and tries >= CRASH_TRIES:
+                break
+            result = sandbox.judge(problem, attempt, tests=public, early_stop=False)
+            note = feedback(problem, result)
+            crashed = any(t.verdict == RE for t in result.tests)
+            if note is None or (attempts and not crashed):
+                continue  # it passes the public tests (no feedback to learn from), or is one more failure
+            attempts.append((attempt, note))
+            crash_seen |= crashed
+            if crash_seen:
+                break
+        slip = next((s for _, s in syntax_slips(fixes[kind])), None)
+        if slip is not None:
+            attempts.append((slip, feedback(problem, sandbox.judge(problem, slip, tests=public))))
+        for attempt, note in attempts:
             first = {"role": "assistant", "content": code_answer(attempt, kind)}
             fix = {"role": "assistant", "content": code_answer(fixes[kind], kind)}
             rows.append(row(opening + [first, {"role": "user", "content": note}], [fix], kind, problem, "agentic"))
-            break
     return rows
 
 
