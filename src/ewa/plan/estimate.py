@@ -44,26 +44,50 @@ def merge_plan(i: Inputs) -> RulePlan:
     return plan
 
 
+def data_parallel_advice(arch, tp: int, dp: int, share: float, sequences: int, context: int) -> str | None:
+    """A smaller TP whose engine holds the weights, one full-length sequence (or vLLM refuses to start)
+    and the KV cache of a full decode batch at the mean context. More engines of it on the same GPUs do the
+    same work without tensor parallelism's two all-reduces per layer, which speed.decode does not cost;
+    vLLM's maintainers advise replicas for a model that fits one GPU (vllm-project/vllm discussion #294)."""
+    for t in (t for t in range(1, tp) if tp % t == 0):
+        engines = tp * dp // t
+        batch = min(-(-sequences // engines), speed.VLLM_MAX_NUM_SEQS)
+        kv = batch * context * arch.kv_bytes_per_token(t)
+        if memory.vllm_needs(arch, t, arch.max_positions) <= share and kv <= memory.kv_room(arch, t, share):
+            return (f"TP {t} fits ({gb(arch.weight_bytes() / t)} GB of weights, {gb(kv)} GB of KV cache for {batch} "
+                    f"sequences at once): sample.tensor_parallel_size {t} x sample.data_parallel_size {engines} runs "
+                    f"{engines} engines on the same {tp * dp} GPUs without TP's all-reduces (not costed here)")
+    return None
+
+
 def sample_plan(i: Inputs) -> RulePlan:
     c, arch, res = i.config["sample"], i.arch, i.profile.of("sample")
     alphas, settings = len(i.config["merge"]["alphas"]), c["settings"]
     jobs = alphas * len(i.benchmarks) * len(settings)
     plan = RulePlan("sample", jobs, res.gpus, res.gpu_mem_gb)
     backend = c["backend"] if c["backend"] != "auto" else ("vllm" if res.gpus else "hf")
-    tp = c["tensor_parallel_size"]
+    tp, dp = c["tensor_parallel_size"], c["data_parallel_size"]
     share = VLLM_SAMPLE_UTILIZATION * res.gpu_mem_gb * GB if (res.gpus and backend == "vllm") else 0.0
     if share:
         check_heads(arch, tp, "sample.tensor_parallel_size")
         need = memory.vllm_needs(arch, tp, arch.max_positions)
         plan.memory_gb = {"vLLM": gb(share)}
         plan.peak_gb = gb(share)
-        plan.details.append(f"vLLM, TP {tp} on {res.gpus} GPUs: each GPU gives it {VLLM_SAMPLE_UTILIZATION:g} x "
+        engines = f"{dp} engines of TP {tp}" if dp > 1 else f"TP {tp}"
+        plan.details.append(f"vLLM, {engines} on {res.gpus} GPUs: each GPU gives it {VLLM_SAMPLE_UTILIZATION:g} x "
                             f"{res.gpu_mem_gb:g} GB, {gb(arch.weight_bytes() / tp)} GB of weights, the rest KV cache")
         if need > share:
             plan.refusal = vllm_refusal("sample", need, share, res.gpu_mem_gb,
                                         "raise sample.tensor_parallel_size and the profile's sample gpu")
-        if tp != res.gpus:
-            plan.details.append(f"sample.tensor_parallel_size {tp} differs from the {res.gpus} GPUs the profile gives")
+        if tp * dp != res.gpus:
+            plan.details.append(f"sample.tensor_parallel_size {tp} x sample.data_parallel_size {dp} = {tp * dp} GPUs "
+                                f"differs from the {res.gpus} GPUs the profile gives"
+                                + ("; ewa sample stops on fewer" if tp * dp > res.gpus else ""))
+        most = max((b.problems * c["n"] for b in i.benchmarks), default=0)
+        longest_call = max((workload.generated_tokens(s, c) for s in settings), default=0)
+        advice = data_parallel_advice(arch, tp, dp, share, most, i.prompt_tokens + longest_call // 2)
+        if advice and not plan.refusal:
+            plan.details.append(advice)
     elif res.gpus:
         plan.details.append(f"backend {backend} on GPU: memory not costed")
     spec = speed.gpu_spec(res.gpu_model)
@@ -75,9 +99,9 @@ def sample_plan(i: Inputs) -> RulePlan:
             tokens += samples * new * alphas
             runs += samples * workload.sampling_runs(setting, c) * alphas
             disk += samples * new * workload.SAMPLE_BYTES_PER_TOKEN * alphas
-            if share:
-                seconds = speed.decode(arch, samples, i.prompt_tokens, new, tp, memory.kv_room(arch, tp, share),
-                                       spec).seconds
+            if share:  # the engines share the samples and run side by side
+                seconds = speed.decode(arch, -(-samples // dp), i.prompt_tokens, new, tp,
+                                       memory.kv_room(arch, tp, share), spec).seconds
                 hours = speed.STARTUP_H + seconds / 3600
                 longest = max(longest, hours)
                 gpu_hours += hours * res.gpus * alphas

@@ -27,7 +27,8 @@ class SampleConfig:
     batch_size: int  # sequences per hf generate call; hf results are reproducible per batch_size
     rows_per_call: int  # vLLM: sequences per engine call (many problems packed; continuous batching)
     backend: str
-    tensor_parallel_size: int  # vLLM only
+    tensor_parallel_size: int  # vLLM: GPUs per engine
+    data_parallel_size: int  # vLLM: engines per job, each on its own GPUs (or cores)
     assistant_prefix: str  # text every assistant turn starts with (e.g. to force a format)
     tools: ToolsConfig
     agentic: AgenticConfig

@@ -3,6 +3,7 @@
 Imports nothing from ewa, so it runs in vLLM's own venv (.venv-vllm, or vllm's env on a GPU node):
   python vllm_worker.py --model DIR --engine-args JSON                    JSON lines on stdin/stdout
   python vllm_worker.py --model DIR --requests in.jsonl --results out.jsonl   a file of requests
+  --cpus 0,1 pins the worker to those cores (a data-parallel engine's share of a CPU-only machine).
 When vllm is importable in the caller's env, `Engine` is used in-process instead.
 
 Request: {"prompts": [[token id, ...], ...], "params": [{"seed", "max_tokens", "temperature", "top_p",
@@ -52,7 +53,10 @@ def main() -> int:
     ap.add_argument("--engine-args", default="{}", help="JSON keyword arguments of vllm.LLM")
     ap.add_argument("--requests", help="a JSONL file of requests (file mode)")
     ap.add_argument("--results", help="where file mode writes one reply per request")
+    ap.add_argument("--cpus", help="comma-separated core ids this worker runs on (default: the caller's)")
     args = ap.parse_args()
+    if args.cpus:  # before torch starts its OpenMP threads, which inherit the mask
+        os.sched_setaffinity(0, [int(c) for c in args.cpus.split(",")])
     # Replies own the real stdout; anything a library prints goes to stderr instead.
     replies = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)

