@@ -77,24 +77,30 @@ def _reads_input(line: str) -> bool:
     return "input(" in line or "stdin" in line or line.startswith(("import ", "from "))
 
 
-def mutants(source: str) -> Iterator[tuple[str, str]]:
-    """(operator name, mutated program) for every operator and site, in a fixed order; each mutant
-    compiles, differs from `source` and from every earlier mutant."""
+def _variants(source: str, operators) -> Iterator[tuple[str, str, bool]]:
+    """(operator name, program, compiles) for every operator and site of `operators`, in a fixed order;
+    each program differs from `source` and from every earlier one."""
     lines, seen = source.split("\n"), {source}
-    for name, find in OPERATORS:
+    for name, find in operators:
         for k, line in enumerate(lines):
             if _reads_input(line):
                 continue
             for start, end, repl in find(line):
-                mutated = "\n".join(lines[:k] + [line[:start] + repl + line[end:]] + lines[k + 1:])
-                if mutated in seen:
+                program = "\n".join(lines[:k] + [line[:start] + repl + line[end:]] + lines[k + 1:])
+                if program in seen:
                     continue
-                seen.add(mutated)
+                seen.add(program)
                 try:
-                    compile(mutated, "<mutant>", "exec")
+                    compile(program, "<variant>", "exec")
+                    yield name, program, True
                 except SyntaxError:
-                    continue
-                yield name, mutated
+                    yield name, program, False
+
+
+def mutants(source: str) -> Iterator[tuple[str, str]]:
+    """(operator name, mutated program) for every operator and site, in a fixed order; each mutant
+    compiles, differs from `source` and from every earlier mutant."""
+    return ((name, program) for name, program, compiles in _variants(source, OPERATORS) if compiles)
 
 
 # A sampled program that does not compile mostly lost a colon or a closing bracket: traces that start
@@ -108,17 +114,4 @@ SYNTAX_SLIPS: tuple[tuple[str, Callable[[str], list[Site]]], ...] = (
 
 def syntax_slips(source: str) -> Iterator[tuple[str, str]]:
     """(slip name, program) for every syntax slip of `source`, in a fixed order; none of them compiles."""
-    lines, seen = source.split("\n"), {source}
-    for name, find in SYNTAX_SLIPS:
-        for k, line in enumerate(lines):
-            if _reads_input(line):
-                continue
-            for start, end, repl in find(line):
-                slipped = "\n".join(lines[:k] + [line[:start] + repl + line[end:]] + lines[k + 1:])
-                if slipped in seen:
-                    continue
-                seen.add(slipped)
-                try:
-                    compile(slipped, "<slip>", "exec")
-                except SyntaxError:
-                    yield name, slipped
+    return ((name, program) for name, program, compiles in _variants(source, SYNTAX_SLIPS) if not compiles)

@@ -141,7 +141,6 @@ def agentic_rows(problem: Problem, family: list[Problem], sandbox) -> list[dict]
         if not public or kind not in fixes:
             continue
         attempts = []  # (program, feedback): the first that fails, then the first that crashes
-        crash_seen = False
         for tries, attempt in enumerate(first_attempts(problem, family, kind)):
             if attempts and tries >= CRASH_TRIES:
                 break
@@ -151,8 +150,7 @@ def agentic_rows(problem: Problem, family: list[Problem], sandbox) -> list[dict]
             if note is None or (attempts and not crashed):
                 continue  # it passes the public tests (no feedback to learn from), or is one more failure
             attempts.append((attempt, note))
-            crash_seen |= crashed
-            if crash_seen:
+            if crashed:
                 break
         slip = next((s for _, s in syntax_slips(fixes[kind])), None)
         if slip is not None:
