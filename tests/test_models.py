@@ -24,7 +24,7 @@ from ewa.init.tiny import CHAT_TEMPLATE, ENDOFTEXT, IM_END, IM_START, build_tiny
 from ewa.sandbox import sandbox_from_config
 from ewa.sandbox.extract import extract_code
 from ewa.problems import Problem, make_test, write_problems
-from ewa.prompts import reasoning_messages
+from ewa.prompts import reasoning_messages, tools_messages
 
 SAMPLES = [
     "def f(x):\n    return x ** 2  # café, naïve, 日本語 😀\n",
@@ -109,6 +109,37 @@ def test_chat_template_is_qwen2_5_as_trl_ships_it(tmp_path):
     full = auto.apply_chat_template(messages + [{"role": "assistant", "content": "ok"}], tokenize=False)
     assert full.endswith("<|im_start|>assistant\nok<|im_end|>\n")
     assert "```python" in messages[0]["content"] and problem("toy/a").statement in messages[1]["content"]
+
+
+def test_chat_format_strings_are_single_tokens_and_text_is_unchanged(tmp_path):
+    """The template's boilerplate reads as one token each, and a program inside a tool call's JSON
+    string splits like the same program in a code block (the escaped newline is its own token)."""
+    program = problem("toy/a").meta["solutions"]["brute"]
+    tok = train_tokenizer(SAMPLES + [program] * 3, 400)
+    tok.save_pretrained(tmp_path)
+    auto = add_response_parser(AutoTokenizer.from_pretrained(tmp_path))
+    opening = tools_messages(problem("toy/a"))
+    call = {"role": "assistant", "content": "Approach: brute force.", "tool_calls": [
+        {"type": "function", "function": {"name": "python", "arguments": {"code": program, "stdin": "1\n1\n"}}}]}
+    text = auto.apply_chat_template(opening + [call], tools=[PYTHON_TOOL], tokenize=False)
+    ids = auto(text, add_special_tokens=False).input_ids
+    assert auto.decode(ids) == text  # byte-identical round trip
+    pieces = [auto.decode([i]) for i in ids]
+    system = opening[0]["content"]
+    assert system in pieces and pieces.index(system) + 1 < len(pieces)
+    block = pieces[pieces.index(system) + 1]  # the template's whole tools block, one token
+    assert block.startswith("\n\n# Tools") and block.endswith("</tool_call>") and json.dumps(PYTHON_TOOL) in block
+    assert '<tool_call>\n{"name": "python", "arguments": {"code": "' in pieces
+    escaped = json.dumps(program)[1:-1]
+    as_code = [auto.decode([i]) for i in auto(program, add_special_tokens=False).input_ids]
+    in_json = [auto.decode([i]) for i in auto(escaped, add_special_tokens=False).input_ids]
+    # every escaped newline is a token of its own (`\\nfor` no longer fuses into one piece), so the
+    # program costs about as many tokens in the JSON string as in the code block
+    assert all(p == "\\n" for p in in_json if "\\n" in p)
+    assert len(in_json) <= len(as_code) + 2 * escaped.count("\\n")
+    # the model's generated call still parses into the same call
+    turn = parse_turn(auto, "", text[text.rindex("<|im_start|>assistant\n") + len("<|im_start|>assistant\n"):])
+    assert turn.tool_calls and turn.tool_calls[0].arguments["code"] == program
 
 
 def test_sft_examples_mix_brute_efficient_and_wrong():

@@ -119,6 +119,36 @@ def test_hf_sample_depends_only_on_its_seed(pico):
     assert together[2].text != together[1].text  # another seed samples something else
 
 
+@pytest.mark.parametrize("top_p", [0.95, 0.5, 1.0])
+def test_seeded_sampler_draws_exactly_what_a_full_sort_draws(top_p):
+    """Rows whose nucleus fits in the top HEAD tokens skip the full sort: the token drawn must be the
+    one the full-sort nucleus gives, for peaked and flat rows alike."""
+    import torch
+
+    from ewa.sample.backends.hf import HEAD, SeededSampler
+
+    def full_sort(scores, u, temperature):
+        probs = torch.softmax(scores.double() / temperature, dim=-1)
+        sorted_p, order = probs.sort(dim=-1, descending=True)
+        if top_p < 1:
+            sorted_p = sorted_p * ((sorted_p.cumsum(-1) - sorted_p) < top_p)
+        cdf = sorted_p.cumsum(-1)
+        return order.gather(1, torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(1)).clamp_(max=cdf.shape[1] - 1))
+
+    g = torch.Generator().manual_seed(0)
+    peaked = torch.randn(40, 2048, generator=g) * 6  # nucleus of a few tokens
+    flat = torch.randn(24, 2048, generator=g) * 0.3  # nucleus of far more than HEAD tokens
+    scores = torch.cat([peaked, flat])[torch.randperm(64, generator=g)]
+    sampler = SeededSampler(list(range(64)), temperature=0.8, top_p=top_p, steps=3)
+    for step in range(3):
+        u = sampler.uniforms[:, step]
+        expected = full_sort(scores, u, 0.8)
+        out = sampler(torch.zeros(64, 1, dtype=torch.long), scores.clone())
+        assert torch.equal(out.argmax(-1, keepdim=True), expected)
+        assert bool((out == 0).sum(-1).eq(1).all())  # exactly one token left per row
+    assert HEAD < 2048
+
+
 def test_hf_stop_string_ends_the_completion(pico):
     tok = load_tokenizer(pico)
     backend = make_backend("hf", pico, tok, config())

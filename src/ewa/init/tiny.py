@@ -56,9 +56,46 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int) -> Qwen2Tokenizer:
         unk_token=ENDOFTEXT, bos_token=None, eos_token=IM_END, pad_token=ENDOFTEXT,
     )
     tokenizer.add_special_tokens({"additional_special_tokens": [IM_START]})
-    tokenizer.add_tokens(list(TOOL_CALL_TOKENS))
+    tokenizer.add_tokens(list(TOOL_CALL_TOKENS) + chat_format_tokens())
     tokenizer.chat_template = CHAT_TEMPLATE
     return tokenizer
+
+
+def chat_format_tokens() -> list[str]:
+    """The fixed strings of the chat format, each one added token of the tiny vocabulary.
+
+    The rendered text stays byte-identical (added tokens only change how it splits into ids), but a
+    few-million-parameter model is spared reading and writing boilerplate piece by piece:
+    - what it reads: each setting's system prompt, the template's tools block (~200 tokens otherwise,
+      in every tools prompt and SFT row), the stdin instruction;
+    - what it writes: the frame of a python call (`<tool_call>\\n{"name": "python", "arguments":
+      {"code": "`, then `", "stdin": "`, then the closing braces and tag), and the JSON escapes of a
+      newline and a quote. Isolated, `\\n` no longer fuses with the next word (`\\nfor` was one
+      piece), so a program inside a call's JSON string splits like the same program in a code block.
+    A real model's tokenizer is its own; nothing here reaches it.
+    """
+    import json
+
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    from ewa.chat import PYTHON_TOOL
+    from ewa.prompts import AGENTIC_SYSTEM, IO_INSTRUCTIONS, SYSTEM_PROMPT, TOOLS_SYSTEM, with_system
+
+    def rendered(messages, tools=None):
+        return render_jinja_template(conversations=[messages], tools=tools, chat_template=CHAT_TEMPLATE)[0][0]
+
+    system = [{"role": "system", "content": SYSTEM_PROMPT}]
+    systems = [SYSTEM_PROMPT] + [with_system(system, extra)[0]["content"] for extra in (TOOLS_SYSTEM, AGENTIC_SYSTEM)]
+    opening = rendered(system, [PYTHON_TOOL])
+    tools_block = opening[opening.index(SYSTEM_PROMPT) + len(SYSTEM_PROMPT):opening.index(IM_END)]
+    call = {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
+        "name": PYTHON_TOOL["function"]["name"], "arguments": {"code": "CODE", "stdin": "STDIN"}}}]}
+    text = rendered([call])
+    text = text[text.index(TOOL_CALL_TOKENS[0]):text.rindex(TOOL_CALL_TOKENS[1]) + len(TOOL_CALL_TOKENS[1])]
+    head, rest = text.split("CODE", 1)
+    middle, tail = rest.split("STDIN", 1)
+    escapes = [json.dumps(c)[1:-1] for c in ("\n", '"')]
+    return [*systems, tools_block, IO_INSTRUCTIONS["stdin"], head, middle, tail, *escapes]
 
 
 def tiny_settings(settings: dict | None = None) -> dict:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
 from typing import Iterator, Sequence
 
@@ -175,10 +176,18 @@ def sft_examples(problems: Sequence[Problem], mix: dict, sandbox=None) -> list[d
     families = defaultdict(list)
     for p in problems:
         families[p.meta.get("family", p.id)].append(p)
-    for problem in tqdm(problems, desc="sft traces", unit="problem"):
+
+    def traces(problem: Problem) -> list[dict]:
+        out = []
         if mix.get("tools"):
-            rows += [r for r in tool_rows(problem, sandbox) for _ in range(int(mix["tools"]))]
+            out += [r for r in tool_rows(problem, sandbox) for _ in range(int(mix["tools"]))]
         if mix.get("agentic"):
             family = families[problem.meta.get("family", problem.id)]
-            rows += [r for r in agentic_rows(problem, family, sandbox) for _ in range(int(mix["agentic"]))]
+            out += [r for r in agentic_rows(problem, family, sandbox) for _ in range(int(mix["agentic"]))]
+        return out
+
+    # As many problems in flight as the sandbox has workers; map keeps the problems' order.
+    with ThreadPoolExecutor(max(1, getattr(sandbox, "workers", 1))) as pool:
+        for out in tqdm(pool.map(traces, problems), total=len(problems), desc="sft traces", unit="problem"):
+            rows += out
     return rows

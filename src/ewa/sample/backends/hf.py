@@ -18,6 +18,9 @@ from ewa.sample.backends import Backend, Completion
 from ewa.chat import stop_token_ids
 
 
+HEAD = 64  # tokens ranked per row and step when its nucleus fits in them (SeededSampler)
+
+
 class SeededSampler(LogitsProcessor):
     """Temperature + top-p sampling where row i draws its t-th uniform from generator(seed_i)."""
 
@@ -34,15 +37,29 @@ class SeededSampler(LogitsProcessor):
         if self.temperature <= 0:
             return scores  # greedy
         probs = torch.softmax(scores.double() / self.temperature, dim=-1)
-        sorted_p, order = probs.sort(dim=-1, descending=True)
+        chosen = torch.empty(len(probs), 1, dtype=torch.long, device=probs.device)
+        wide = torch.ones(len(probs), dtype=torch.bool, device=probs.device)
+        if self.top_p < 1 and probs.shape[-1] > HEAD:
+            # Sorting the whole vocabulary every step was a sixth of a small model's sampling time: rank
+            # only the HEAD most likely tokens of the rows whose nucleus lies within them (the draw is
+            # then exactly the full sort's), and sort the other rows whole.
+            head_p, head_ids = probs.topk(HEAD, dim=-1)
+            wide = head_p.sum(-1) < self.top_p
+            narrow = ~wide
+            chosen[narrow] = self.draw(head_p[narrow], head_ids[narrow], u[narrow])
+        if wide.any():
+            chosen[wide] = self.draw(*probs[wide].sort(dim=-1, descending=True), u[wide])
+        out = torch.full_like(scores, float("-inf"))
+        return out.scatter_(1, chosen, 0.0)
+
+    def draw(self, sorted_p: torch.Tensor, order: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """Each row's token from its probabilities in descending order (`order`: their ids)."""
         if self.top_p < 1:
             # keep the smallest head whose mass reaches top_p (the top token always stays)
             sorted_p = sorted_p * ((sorted_p.cumsum(-1) - sorted_p) < self.top_p)
         cdf = sorted_p.cumsum(-1)
         pos = torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(1)).clamp_(max=cdf.shape[1] - 1)
-        chosen = order.gather(1, pos)
-        out = torch.full_like(scores, float("-inf"))
-        return out.scatter_(1, chosen, 0.0)
+        return order.gather(1, pos)
 
 
 class RowBudget(StoppingCriteria):
