@@ -39,7 +39,7 @@ report: $(STAMP)
 science: $(STAMP)
 	bash scripts/unlock-if-stale.sh
 	$(BIN)/snakemake --profile profiles/local --cores $(CORES) science_all
-	$(BIN)/python scripts/science.py results/science/mini/reasoning
+	$(BIN)/python scripts/science.py $(foreach s,reasoning tools agentic,results/science/mini/$(s))
 
 clean:
 	rm -rf results logs benchmarks/out .snakemake

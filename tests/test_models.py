@@ -24,7 +24,7 @@ from ewa.init.tiny import CHAT_TEMPLATE, ENDOFTEXT, IM_END, IM_START, build_tiny
 from ewa.sandbox import sandbox_from_config
 from ewa.sandbox.extract import extract_code
 from ewa.problems import Problem, make_test, write_problems
-from ewa.prompts import reasoning_messages, tools_messages
+from ewa.prompts import SYSTEM_PROMPT, TOOLS_SYSTEM, reasoning_messages, tools_messages
 
 SAMPLES = [
     "def f(x):\n    return x ** 2  # café, naïve, 日本語 😀\n",
@@ -125,8 +125,8 @@ def test_chat_format_strings_are_single_tokens_and_text_is_unchanged(tmp_path):
     ids = auto(text, add_special_tokens=False).input_ids
     assert auto.decode(ids) == text  # byte-identical round trip
     pieces = [auto.decode([i]) for i in ids]
-    system = opening[0]["content"]
-    assert system in pieces and pieces.index(system) + 1 < len(pieces)
+    system = opening[0]["content"]  # the tools setting's whole system prompt, one token
+    assert system.startswith(SYSTEM_PROMPT) and system.endswith(TOOLS_SYSTEM) and system in pieces
     block = pieces[pieces.index(system) + 1]  # the template's whole tools block, one token
     assert block.startswith("\n\n# Tools") and block.endswith("</tool_call>") and json.dumps(PYTHON_TOOL) in block
     assert '<tool_call>\n{"name": "python", "arguments": {"code": "' in pieces

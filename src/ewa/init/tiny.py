@@ -84,6 +84,10 @@ def chat_format_tokens() -> list[str]:
     def rendered(messages, tools=None):
         return render_jinja_template(conversations=[messages], tools=tools, chat_template=CHAT_TEMPLATE)[0][0]
 
+    # Each setting's whole system prompt is one token, so the first token of a context tells a tiny
+    # model which setting it is in. (One shared token plus a token per setting's addition was too weak
+    # a cue: at seed 0 the tools setting then called its tool in 9% of samples instead of 98%.) The
+    # agentic first turn, which a reasoning row no longer resembles, has SFT rows of its own.
     system = [{"role": "system", "content": SYSTEM_PROMPT}]
     systems = [SYSTEM_PROMPT] + [with_system(system, extra)[0]["content"] for extra in (TOOLS_SYSTEM, AGENTIC_SYSTEM)]
     opening = rendered(system, [PYTHON_TOOL])
