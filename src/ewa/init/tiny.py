@@ -66,8 +66,8 @@ def chat_format_tokens() -> list[str]:
 
     The rendered text stays byte-identical (added tokens only change how it splits into ids), but a
     few-million-parameter model is spared reading and writing boilerplate piece by piece:
-    - what it reads: each setting's system prompt, the template's tools block (~200 tokens otherwise,
-      in every tools prompt and SFT row), the stdin instruction;
+    - what it reads: the system prompt, the tools setting's whole system prompt, the template's tools
+      block (~200 tokens otherwise, in every tools prompt and SFT row), the stdin instruction;
     - what it writes: the frame of a python call (`<tool_call>\\n{"name": "python", "arguments":
       {"code": "`, then `", "stdin": "`, then the closing braces and tag), and the JSON escapes of a
       newline and a quote. Isolated, `\\n` no longer fuses with the next word (`\\nfor` was one
@@ -79,17 +79,18 @@ def chat_format_tokens() -> list[str]:
     from transformers.utils.chat_template_utils import render_jinja_template
 
     from ewa.chat import PYTHON_TOOL
-    from ewa.prompts import AGENTIC_SYSTEM, IO_INSTRUCTIONS, SYSTEM_PROMPT, TOOLS_SYSTEM, with_system
+    from ewa.prompts import IO_INSTRUCTIONS, SYSTEM_PROMPT, TOOLS_SYSTEM, with_system
 
     def rendered(messages, tools=None):
         return render_jinja_template(conversations=[messages], tools=tools, chat_template=CHAT_TEMPLATE)[0][0]
 
-    # Each setting's whole system prompt is one token, so the first token of a context tells a tiny
-    # model which setting it is in. (One shared token plus a token per setting's addition was too weak
-    # a cue: at seed 0 the tools setting then called its tool in 9% of samples instead of 98%.) The
-    # agentic first turn, which a reasoning row no longer resembles, has SFT rows of its own.
+    # The system prompt is one token, and the tools setting's whole system prompt another: a tiny model
+    # must see at a glance whether it may call a tool. (With one shared token plus the tools addition as
+    # a second, the tools setting called its tool in 9% of samples at seed 0 instead of 98%.) The agentic
+    # addition stays ordinary text after the shared token, so an agentic first turn reads like a
+    # reasoning prompt and answers like one; as a token of its own, the first turns made tool calls.
     system = [{"role": "system", "content": SYSTEM_PROMPT}]
-    systems = [SYSTEM_PROMPT] + [with_system(system, extra)[0]["content"] for extra in (TOOLS_SYSTEM, AGENTIC_SYSTEM)]
+    systems = [SYSTEM_PROMPT, with_system(system, TOOLS_SYSTEM)[0]["content"]]
     opening = rendered(system, [PYTHON_TOOL])
     tools_block = opening[opening.index(SYSTEM_PROMPT) + len(SYSTEM_PROMPT):opening.index(IM_END)]
     call = {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {

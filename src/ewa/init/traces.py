@@ -7,10 +7,10 @@ chat template's own format (the same opening messages, tool schema and feedback 
   crashes or does not compile (a slip of the reference, see ewa.init.mutants), show the real traceback,
   then answer with the correct program: most of a small model's calls crash, and an answer written
   after a traceback it never saw in training is noise.
-- agentic: the first turn, answered like a reasoning row; then a first attempt with a slip (the first
-  generic mutant of the reference program that fails a public test, else a sibling instance's differing
-  program; then the first that crashes, and a syntax slip), the real public-test feedback, then the
-  corrected program. Only attempts that fail a public test give a trace.
+- agentic: a first attempt with a slip (the first generic mutant of the reference program that fails a
+  public test, else a sibling instance's differing program; then the first that crashes, and a syntax
+  slip), the real public-test feedback, then the corrected program. Only attempts that fail a public
+  test give a trace.
 
 Every row is a TRL conversational prompt-completion example. The loss falls on the assistant turns of
 the completion only (completion- and assistant-only loss): never on tool outputs or feedback, and never
@@ -57,13 +57,6 @@ def row(prompt: list[dict], completion: list[dict], kind: str, problem: Problem,
 def reasoning_rows(problem: Problem) -> list[dict]:
     return [row(reasoning_messages(problem), [{"role": "assistant", "content": code_answer(src, kind)}], kind,
                 problem, "reasoning") for kind, src in solution_variants(problem)]
-
-
-def first_turn_rows(problem: Problem) -> list[dict]:
-    """The agentic first turn, before any feedback: a reasoning row's answer under the agentic opening
-    (with the same brute/efficient/wrong tilt). The fix rows (agentic_rows) train only later turns."""
-    return [row(agentic_messages(problem), [{"role": "assistant", "content": code_answer(src, kind)}], kind,
-                problem, "agentic") for kind, src in solution_variants(problem)]
 
 
 def tool_call(kind: str, code: str, stdin: str) -> dict:
@@ -189,7 +182,6 @@ def sft_examples(problems: Sequence[Problem], mix: dict, sandbox=None) -> list[d
         if mix.get("tools"):
             out += [r for r in tool_rows(problem, sandbox) for _ in range(int(mix["tools"]))]
         if mix.get("agentic"):
-            out += [r for r in first_turn_rows(problem) for _ in range(int(mix[r["kind"]]))]
             family = families[problem.meta.get("family", problem.id)]
             out += [r for r in agentic_rows(problem, family, sandbox) for _ in range(int(mix["agentic"]))]
         return out
