@@ -278,7 +278,10 @@ def test_all_calls_and_turns_share_one_token_budget(pico, sandbox):
 
 
 def test_tools_through_hf_backend_runs_a_forced_call(pico, sandbox):
-    cfg = config(assistant_prefix=tool_call("print(6 * 7)"), tools={"max_tool_calls": 1})
+    # One generated token per turn: the untrained model's continuation of a forced call is random, and
+    # a longer one can open a second, cut-off call (its vocabulary holds the tool-call tokens), which
+    # ends the sample before anything runs.
+    cfg = config(assistant_prefix=tool_call("print(6 * 7)"), tools={"max_tool_calls": 1}, max_new_tokens=1)
     backend = make_backend("hf", pico, load_tokenizer(pico), cfg)
     samples = run_setting("tools", cfg, pico, problems()[:1], backend, sandbox)
     for s in samples:
