@@ -4,8 +4,10 @@ problems x n in one engine call, as `ewa sample` does with `sample.rows_per_call
 problem (each problem's n samples waiting for their longest), on each backend, and data-parallel vLLM
 (two engines on half the cores each, `sample.data_parallel_size: 2`) vs one engine on all, in one run.
 
-Tokens/s counts generated tokens up to each row's end of turn. The hf backend adds per-sample seeded
-sampling, per-row budgets and decoding on top of `generate`; vLLM's startup is reported apart.
+Tokens/s counts generated tokens up to each row's end of turn. The hf backend runs its own decode loop
+(per-sample seeded sampling, per-row budgets, finished rows leave the batch) where `generate` keeps every
+row until the longest ends: pass a trained model (--model) to see that, since a random one rarely ends a
+row early. vLLM's startup is reported apart.
 
     .venv/bin/python benchmarks/sample.py [--batch 16 --max-new-tokens 128 --repeats 3 --threads 1 --model DIR]
                                           [--no-vllm | --no-data-parallel]

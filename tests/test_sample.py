@@ -119,6 +119,45 @@ def test_hf_sample_depends_only_on_its_seed(pico):
     assert together[2].text != together[1].text  # another seed samples something else
 
 
+def test_hf_decode_loop_draws_what_transformers_generate_draws(pico):
+    """The backend's own loop (finished rows leave the batch) against `generate` with the same sampler
+    as a logits processor: left-padded prompts of different lengths, rows ending at different steps."""
+    import torch
+    from transformers import GenerationConfig, LogitsProcessorList
+
+    from ewa.sample.backends.hf import SeededSampler
+
+    tok = load_tokenizer(pico)
+    backend = make_backend("hf", pico, tok, config(batch_size=8))
+    prompts = [render(tok, [{"role": "user", "content": text}]) for text in
+               ("print the sum", "Read two integers and print their sum. " * 3, "echo", "Print the input line.")] * 2
+    seeds = list(range(100, 108))
+    ours = backend.generate(prompts, seeds, 40, 1.0, 0.95)
+    enc = tok(prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
+    with torch.inference_mode():
+        ids = backend.model.generate(**enc, generation_config=GenerationConfig(
+            max_new_tokens=40, do_sample=False, eos_token_id=backend.eos_ids, pad_token_id=tok.pad_token_id),
+            logits_processor=LogitsProcessorList([SeededSampler(seeds, 1.0, 0.95, 40)]))
+    eos = set(backend.eos_ids)
+    for completion, row in zip(ours, ids[:, enc["input_ids"].shape[1]:].tolist()):
+        end = next((j + 1 for j, t in enumerate(row) if t in eos), len(row))
+        assert completion.text == tok.decode(row[:end], skip_special_tokens=True)
+        assert completion.token_count == end
+        assert completion.finish_reason == ("stop" if row[end - 1] in eos else "length")
+    assert len({c.token_count for c in ours}) > 1  # rows did end at different steps
+
+
+def test_hf_rows_with_their_own_budgets_match_their_lone_runs(pico):
+    tok = load_tokenizer(pico)
+    backend = make_backend("hf", pico, tok, config(batch_size=8))
+    prompt = render(tok, [{"role": "user", "content": "print the sum"}])
+    budgets, seeds = [3, 30, 9, 1], [4, 5, 6, 7]
+    together = backend.generate([prompt] * 4, seeds, budgets, 1.0, 0.95)  # no padding in play
+    for budget, seed, completion in zip(budgets, seeds, together):
+        assert completion == backend.generate([prompt], [seed], budget, 1.0, 0.95)[0]
+        assert completion.token_count <= budget
+
+
 @pytest.mark.parametrize("top_p", [0.95, 0.5, 1.0])
 def test_seeded_sampler_draws_exactly_what_a_full_sort_draws(top_p):
     """Rows whose nucleus fits in the top HEAD tokens skip the full sort: the token drawn must be the

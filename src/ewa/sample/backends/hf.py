@@ -1,18 +1,21 @@
-"""The transformers backend: batched `generate` with left padding, sampling with one RNG per sample.
+"""The transformers backend: a batched decode loop with left padding, one RNG per sample, and finished
+rows dropped from the batch.
 
 HF's own sampler draws a whole batch from one global RNG, so a sample would depend on its batch
-mates. Here each row draws from its own seeded generator (a logits processor picks the token and
-greedy decoding takes it), so a sample depends only on its seed and its logits; batching changes
-nothing but the float rounding of padded rows. Results are bit-reproducible for a given batch_size
-(and torch thread count, which the provenance records).
+mates. Here each row draws from its own seeded generator (SeededSampler), so a sample depends only on
+its seed and its logits; batching changes nothing but the float rounding of padded rows. Results are
+bit-reproducible for a given batch_size (and torch thread count, which the provenance records).
+
+`generate` would keep every row in the batch until the longest is done; on a CPU a decode step costs
+in proportion to the rows it carries, and tool calls and answers vary from ~20 to the full budget of
+tokens, so the loop here drops a row (and its KV cache) as soon as it ends.
 """
 from __future__ import annotations
 
 from typing import Sequence
 
 import torch
-from transformers import AutoModelForCausalLM, GenerationConfig, LogitsProcessor, LogitsProcessorList
-from transformers import StoppingCriteria, StoppingCriteriaList
+from transformers import AutoModelForCausalLM, DynamicCache, LogitsProcessor
 
 from ewa.sample.backends import Backend, Completion
 from ewa.chat import stop_token_ids
@@ -32,10 +35,16 @@ class SeededSampler(LogitsProcessor):
         self.step = 0
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        u = self.uniforms[:, self.step].to(scores.device)
+        """As a logits processor for `generate`: every score but the chosen token's is -inf."""
+        chosen = self.choose(scores, self.uniforms[:, self.step])
         self.step += 1
+        return torch.full_like(scores, float("-inf")).scatter_(1, chosen, 0.0)
+
+    def choose(self, scores: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """The token (a column of ids) each row draws with its uniform u."""
         if self.temperature <= 0:
-            return scores  # greedy
+            return scores.argmax(-1, keepdim=True)  # greedy
+        u = u.to(scores.device)
         probs = torch.softmax(scores.double() / self.temperature, dim=-1)
         chosen = torch.empty(len(probs), 1, dtype=torch.long, device=probs.device)
         wide = torch.ones(len(probs), dtype=torch.bool, device=probs.device)
@@ -49,8 +58,7 @@ class SeededSampler(LogitsProcessor):
             chosen[narrow] = self.draw(head_p[narrow], head_ids[narrow], u[narrow])
         if wide.any():
             chosen[wide] = self.draw(*probs[wide].sort(dim=-1, descending=True), u[wide])
-        out = torch.full_like(scores, float("-inf"))
-        return out.scatter_(1, chosen, 0.0)
+        return chosen
 
     def draw(self, sorted_p: torch.Tensor, order: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         """Each row's token from its probabilities in descending order (`order`: their ids)."""
@@ -62,37 +70,6 @@ class SeededSampler(LogitsProcessor):
         return order.gather(1, pos)
 
 
-class RowBudget(StoppingCriteria):
-    """Per-row max_new_tokens inside one batched generate call."""
-
-    def __init__(self, prompt_len: int, budgets: Sequence[int]):
-        self.prompt_len, self.budgets = prompt_len, torch.tensor(budgets)
-
-    def __call__(self, input_ids, scores, **kwargs) -> torch.BoolTensor:
-        return (input_ids.shape[1] - self.prompt_len) >= self.budgets.to(input_ids.device)
-
-
-class StopOnText(StoppingCriteria):
-    """Stop a row once its generated text contains a stop string.
-
-    transformers' StopStringCriteria also matches across the prompt boundary (a prompt ending in
-    "\\n" plus "\\n\\n\\n" stops at "\\n\\n\\n\\n"); vLLM and this class look only at generated text.
-    """
-
-    def __init__(self, tokenizer, prompt_len: int, stop: Sequence[str], rows: int):
-        self.tokenizer, self.prompt_len, self.stop = tokenizer, prompt_len, list(stop)
-        self.window = max(len(s) for s in self.stop) + 1  # tokens that can overlap a stop ending now
-        self.done = torch.zeros(rows, dtype=torch.bool)
-
-    def __call__(self, input_ids, scores, **kwargs) -> torch.BoolTensor:
-        start = max(self.prompt_len, input_ids.shape[1] - self.window)
-        tails = self.tokenizer.batch_decode(input_ids[:, start:], skip_special_tokens=True)
-        for i, tail in enumerate(tails):
-            if not self.done[i] and any(s in tail for s in self.stop):
-                self.done[i] = True
-        return self.done.to(input_ids.device)
-
-
 class HFBackend(Backend):
     name = "hf"
 
@@ -102,7 +79,6 @@ class HFBackend(Backend):
         dtype = "auto" if self.device == "cuda" else torch.float32
         self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).to(self.device).eval()
         self.eos_ids = stop_token_ids(tokenizer, self.model.generation_config.eos_token_id)
-        self.pad_id = tokenizer.pad_token_id
         self.context_length = getattr(self.model.config, "max_position_embeddings", None) or tokenizer.model_max_length
         self.info = {"device": self.device, "dtype": str(self.model.dtype), "torch_threads": torch.get_num_threads(),
                      "batch_size": self.batch_size}
@@ -110,41 +86,67 @@ class HFBackend(Backend):
     @torch.inference_mode()
     def generate(self, prompts, seeds, max_new_tokens, temperature, top_p, stop=()):
         budgets = [max_new_tokens] * len(prompts) if isinstance(max_new_tokens, int) else list(max_new_tokens)
-        out = []
-        for i in range(0, len(prompts), self.batch_size):
-            sl = slice(i, i + self.batch_size)
-            out += self._generate_batch(prompts[sl], seeds[sl], budgets[sl], temperature, top_p, list(stop))
+        # Batches of similar prompt lengths: a batch is padded to its longest prompt (later turns of tools
+        # and agentic conversations differ by hundreds of tokens). The order is a function of the prompts,
+        # so a sample still depends only on its seed and the call's prompts.
+        lengths = [len(ids) for ids in self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]]
+        order = sorted(range(len(prompts)), key=lambda i: (lengths[i], i))
+        out = [None] * len(prompts)
+        for i in range(0, len(order), self.batch_size):
+            rows = order[i:i + self.batch_size]
+            done = self._generate_batch([prompts[r] for r in rows], [seeds[r] for r in rows],
+                                        [budgets[r] for r in rows], temperature, top_p, list(stop))
+            for r, completion in zip(rows, done):
+                out[r] = completion
         return out
 
     def _generate_batch(self, prompts, seeds, budgets, temperature, top_p, stop):
         enc = self.tokenizer(list(prompts), return_tensors="pt", padding=True, padding_side="left",
                              add_special_tokens=False).to(self.device)
-        prompt_len, steps = enc["input_ids"].shape[1], max(budgets)
-        config = GenerationConfig(max_new_tokens=steps, do_sample=False, num_beams=1,
-                                  eos_token_id=self.eos_ids, pad_token_id=self.pad_id)
-        criteria = StoppingCriteriaList()
-        if min(budgets) < steps:
-            criteria.append(RowBudget(prompt_len, budgets))
-        if stop:
-            criteria.append(StopOnText(self.tokenizer, prompt_len, stop, len(prompts)))
-        ids = self.model.generate(
-            **enc, generation_config=config,
-            logits_processor=LogitsProcessorList([SeededSampler(seeds, temperature, top_p, steps)]),
-            stopping_criteria=criteria,
-        )
-        return [self._completion(row[prompt_len:].tolist(), stop) for row in ids]
+        mask = enc["attention_mask"]
+        sampler = SeededSampler(seeds, temperature, top_p, max(budgets))
+        eos = torch.tensor(self.eos_ids, device=self.device)
+        budget = torch.tensor(budgets, device=self.device)
+        rows = torch.arange(len(prompts), device=self.device)  # the batch rows still generating
+        generated = [[] for _ in prompts]
+        ended_by_eos = [False] * len(prompts)
+        cache = DynamicCache(config=self.model.config)
+        tokens = enc["input_ids"]
+        for step in range(max(budgets)):
+            logits = self.model(input_ids=tokens, attention_mask=mask, position_ids=self._positions(mask, tokens),
+                                past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1, :].float()
+            tokens = sampler.choose(logits, sampler.uniforms[rows, step])
+            done = torch.isin(tokens[:, 0], eos) | (step + 1 >= budget[rows])
+            for row, token in zip(rows.tolist(), tokens[:, 0].tolist()):
+                generated[row].append(token)
+                ended_by_eos[row] = token in self.eos_ids
+            if stop:
+                done |= self._stopped(generated, rows, stop)
+            if bool(done.all()):
+                break
+            mask = torch.cat([mask, mask.new_ones(len(mask), 1)], dim=1)
+            if bool(done.any()):
+                keep = (~done).nonzero().squeeze(1)
+                cache.batch_select_indices(keep)
+                rows, tokens, mask = rows[keep], tokens[keep], mask[keep]
+        return [self._completion(ids, eos_end, stop) for ids, eos_end in zip(generated, ended_by_eos)]
 
-    def _completion(self, ids: list[int], stop: list[str]) -> Completion:
-        eos = set(self.eos_ids)
-        end = next((j + 1 for j, t in enumerate(ids) if t in eos), None)
-        if end is None:  # rows that stopped early (stop string, own budget) are right-padded
-            end = len(ids)
-            while end and ids[end - 1] == self.pad_id:
-                end -= 1
-        text = self.tokenizer.decode(ids[:end], skip_special_tokens=True)
-        finish = "stop" if end and ids[end - 1] in eos else "length"
+    @staticmethod
+    def _positions(mask: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        """Positions of the new tokens, counted from each row's first real (unpadded) token."""
+        return (mask.cumsum(-1) - 1).clamp_(min=0)[:, -tokens.shape[1]:]
+
+    def _stopped(self, generated, rows, stop) -> torch.Tensor:
+        """Rows whose generated text now contains a stop string (vLLM's rule: the prompt never counts)."""
+        window = max(len(s) for s in stop) + 1  # tokens that can overlap a stop ending now
+        tails = self.tokenizer.batch_decode([generated[r][-window:] for r in rows.tolist()], skip_special_tokens=True)
+        return torch.tensor([any(s in tail for s in stop) for tail in tails], device=rows.device)
+
+    def _completion(self, ids: list[int], eos_end: bool, stop: list[str]) -> Completion:
+        text = self.tokenizer.decode(ids, skip_special_tokens=True)
+        finish = "stop" if eos_end else "length"
         hits = [(text.find(s), s) for s in stop if s in text]
         if hits:
             at, s = min(hits)
             text, finish = text[:at + len(s)], "stop"
-        return Completion(text=text, token_count=end, finish_reason=finish)
+        return Completion(text=text, token_count=len(ids), finish_reason=finish)
