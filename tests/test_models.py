@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 import unicodedata
 
 import pytest
@@ -276,6 +278,10 @@ def test_init_tiny_is_loadable(tiny_inits):
     out = model.generate(**ids, max_new_tokens=5, do_sample=False)
     assert out.shape[1] == ids["input_ids"].shape[1] + 5 or tok.eos_token_id in out[0].tolist()
     assert not any(p.name.startswith(".") for p in path.parent.iterdir())  # no temp dirs left behind
+    assert tok.response_template  # saved with it: sample jobs load the tokenizer without importing TRL
+    loads = "from ewa.chat import load_tokenizer, supports_tools; import sys; " \
+            f"assert supports_tools(load_tokenizer({str(path)!r})); print('trl' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", loads], capture_output=True, text=True, check=True).stdout == "False\n"
 
 
 def test_init_is_deterministic_given_the_seed(tiny_inits):

@@ -13,7 +13,7 @@ import time
 import pandas as pd
 import pytest
 from accelerate.commands.config.config_args import load_config_from_file
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from helpers import PICO_WIDE, REGIMES
 
@@ -112,6 +112,7 @@ def test_grpo_run_writes_model_and_verdict_metrics(pico_init, problems_file, tmp
     model = AutoModelForCausalLM.from_pretrained(out)
     assert model.config.model_type == "qwen2"
     assert (out / "tokenizer.json").is_file() and (out / "chat_template.jinja").is_file()
+    assert AutoTokenizer.from_pretrained(out).response_template  # the init's response template carries over
     assert not (out.parent / ".high.work").exists()  # checkpoints dropped once the final model is written
 
 

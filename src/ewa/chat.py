@@ -54,11 +54,12 @@ def add_response_parser(tokenizer):
     template TRL knows, else one chosen by the template's tool-call family (Hermes/Qwen `<tool_call>`
     JSON or Llama 3 JSON). A template with no tool calls at all gets none (`supports_tools` says so).
     """
-    from trl.chat_template_utils import add_response_schema, llama3_template, qwen3_template
-
     template = getattr(tokenizer, "chat_template", None)
     if not template or getattr(tokenizer, "response_template", None) or getattr(tokenizer, "response_schema", None):
         return tokenizer
+    # Importing TRL takes ~3 s: a tokenizer saved with its response template (the tiny init's) skips it.
+    from trl.chat_template_utils import add_response_schema, llama3_template, qwen3_template
+
     try:
         return add_response_schema(tokenizer)
     except ValueError:  # a template TRL does not know by its exact text

@@ -56,6 +56,7 @@ def warm_start_examples(problems: list[Problem], sft: dict, sandbox: dict | None
 
 
 def build_tiny(model: dict, problems: list[Problem], out: Path, seed: int, sandbox: dict | None) -> dict:
+    from ewa.chat import add_response_parser
     from ewa.init.sft import run_sft
     from ewa.init.tiny import build_tiny_model, count_parameters, tiny_settings, train_tokenizer
 
@@ -70,7 +71,7 @@ def build_tiny(model: dict, problems: list[Problem], out: Path, seed: int, sandb
         summary["sft_examples"] = dict(Counter(e["setting"] for e in examples))
         summary["sft_result"] = run_sft(net, tokenizer, examples, sft, seed)
     net.save_pretrained(out)
-    tokenizer.save_pretrained(out)
+    add_response_parser(tokenizer).save_pretrained(out)  # ships its response template: loaders need no TRL
     return summary
 
 
