@@ -89,27 +89,26 @@ class HFBackend(Backend):
         # Batches of similar prompt lengths: a batch is padded to its longest prompt (later turns of tools
         # and agentic conversations differ by hundreds of tokens). The order is a function of the prompts,
         # so a sample still depends only on its seed and the call's prompts.
-        lengths = [len(ids) for ids in self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]]
-        order = sorted(range(len(prompts)), key=lambda i: (lengths[i], i))
+        prompt_ids = self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
+        order = sorted(range(len(prompts)), key=lambda i: (len(prompt_ids[i]), i))
         out = [None] * len(prompts)
         for i in range(0, len(order), self.batch_size):
             rows = order[i:i + self.batch_size]
-            done = self._generate_batch([prompts[r] for r in rows], [seeds[r] for r in rows],
+            done = self._generate_batch([prompt_ids[r] for r in rows], [seeds[r] for r in rows],
                                         [budgets[r] for r in rows], temperature, top_p, list(stop))
             for r, completion in zip(rows, done):
                 out[r] = completion
         return out
 
-    def _generate_batch(self, prompts, seeds, budgets, temperature, top_p, stop):
-        enc = self.tokenizer(list(prompts), return_tensors="pt", padding=True, padding_side="left",
-                             add_special_tokens=False).to(self.device)
+    def _generate_batch(self, prompt_ids, seeds, budgets, temperature, top_p, stop):
+        enc = self.tokenizer.pad({"input_ids": prompt_ids}, padding=True, padding_side="left",
+                                 return_tensors="pt").to(self.device)
         mask = enc["attention_mask"]
         sampler = SeededSampler(seeds, temperature, top_p, max(budgets))
         eos = torch.tensor(self.eos_ids, device=self.device)
         budget = torch.tensor(budgets, device=self.device)
-        rows = torch.arange(len(prompts), device=self.device)  # the batch rows still generating
-        generated = [[] for _ in prompts]
-        ended_by_eos = [False] * len(prompts)
+        rows = torch.arange(len(prompt_ids), device=self.device)  # the batch rows still generating
+        generated = [[] for _ in prompt_ids]
         cache = DynamicCache(config=self.model.config)
         tokens = enc["input_ids"]
         for step in range(max(budgets)):
@@ -119,7 +118,6 @@ class HFBackend(Backend):
             done = torch.isin(tokens[:, 0], eos) | (step + 1 >= budget[rows])
             for row, token in zip(rows.tolist(), tokens[:, 0].tolist()):
                 generated[row].append(token)
-                ended_by_eos[row] = token in self.eos_ids
             if stop:
                 done |= self._stopped(generated, rows, stop)
             if bool(done.all()):
@@ -129,7 +127,7 @@ class HFBackend(Backend):
                 keep = (~done).nonzero().squeeze(1)
                 cache.batch_select_indices(keep)
                 rows, tokens, mask = rows[keep], tokens[keep], mask[keep]
-        return [self._completion(ids, eos_end, stop) for ids, eos_end in zip(generated, ended_by_eos)]
+        return [self._completion(ids, stop) for ids in generated]
 
     @staticmethod
     def _positions(mask: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
@@ -142,9 +140,9 @@ class HFBackend(Backend):
         tails = self.tokenizer.batch_decode([generated[r][-window:] for r in rows.tolist()], skip_special_tokens=True)
         return torch.tensor([any(s in tail for s in stop) for tail in tails], device=rows.device)
 
-    def _completion(self, ids: list[int], eos_end: bool, stop: list[str]) -> Completion:
+    def _completion(self, ids: list[int], stop: list[str]) -> Completion:
         text = self.tokenizer.decode(ids, skip_special_tokens=True)
-        finish = "stop" if eos_end else "length"
+        finish = "stop" if ids and ids[-1] in self.eos_ids else "length"  # a row ends at its first eos
         hits = [(text.find(s), s) for s in stop if s in text]
         if hits:
             at, s = min(hits)
