@@ -75,6 +75,16 @@ def test_tle_is_decided_on_cpu_time_so_load_does_not_flip_verdicts(sandbox):
     assert all(0.3 <= r.cpu_time_s < 0.6 for r in under)
 
 
+def test_a_looping_program_is_ended_just_past_its_cpu_limit_not_at_the_next_second(sandbox):
+    prob = problem("stdin", [("", "ok")], time_limit_s=0.3)
+    looping = sandbox.judge(prob, "while True:\n    pass\n")
+    assert looping.verdict == TLE and 0.3 < looping.tests[0].cpu_time_s < 0.6, looping
+    # a program that ignores the profiling timer still meets the whole-second rlimit
+    stubborn = sandbox.judge(prob, "import signal\nsignal.signal(signal.SIGPROF, signal.SIG_IGN)\nwhile True:\n    pass\n")
+    assert stubborn.verdict == TLE and stubborn.tests[0].cpu_time_s >= 0.9, stubborn
+    assert sandbox.run_code("while True: pass", time_limit_s=0.3).cpu_time_s < 0.6
+
+
 def test_sleeping_ends_at_the_wall_backstop(sandbox):
     start = time.monotonic()
     r = sandbox.judge(problem("stdin", [("", "")], time_limit_s=0.2), "import time\ntime.sleep(30)\n")

@@ -46,6 +46,7 @@ HEADER = struct.Struct(">I")
 MAX_DEPTH = 200
 TAIL = 8192  # bytes of stderr kept for the verdict and the error message
 GRACE_S = 2.0  # how long the router waits for a checker after its candidate ended
+CPU_OVERRUN_S = 0.05  # CPU time a candidate may run past its limit before SIGPROF ends it
 PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG = 4, 36, 1
 RAISE_VARARGS = opcode.opmap["RAISE_VARARGS"]
 STACK_BYTES = 256 << 20  # RLIMIT_STACK of a candidate (at most its memory limit)
@@ -157,6 +158,10 @@ def move_fds(fds, first):
 
 
 def set_limits(job):
+    # RLIMIT_CPU counts whole seconds: a 0.7 s limit would let a looping program burn a full second (a
+    # 1.4 s limit two). The profiling timer ends it just past the limit; the rlimit stays as the backstop
+    # for a program that ignores SIGPROF.
+    signal.setitimer(signal.ITIMER_PROF, job["cpu"] + CPU_OVERRUN_S)
     cpu = int(job["cpu"]) + 1  # SIGXCPU just past the limit, SIGKILL a second later
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
