@@ -158,6 +158,34 @@ def test_hf_rows_with_their_own_budgets_match_their_lone_runs(pico):
         assert completion.token_count <= budget
 
 
+def test_shared_prefixes_are_grouped_by_the_tokens_they_save():
+    from ewa.sample.backends.hf import batch_order, shared_prefix_groups
+
+    header = [1, 2]  # a system prompt every problem shares
+    a, b = header + [3] * 10, header + [4] * 10  # two problems' prompts, each sampled twice
+    # a run per problem, not one for the batch through the header; never a prompt's last token
+    assert shared_prefix_groups([a, a, b, b]) == [([0, 1], 11), ([2, 3], 11)]
+    turn2 = [a + [5, 6], a + [5, 7, 8], a + [9]]  # a later turn: the same first prompt, then each its own
+    assert shared_prefix_groups(turn2) == [([0, 1, 2], 12)]
+    assert shared_prefix_groups([[7], [8, 9]]) == [([0], 0), ([1], 1)]
+    assert shared_prefix_groups([[5, 6, 7]]) == [([0], 2)]
+    # the batch order keeps a run together, and runs with short rests first
+    prompts = [b + [1] * 30, a, b + [2], a]
+    assert batch_order(prompts) == [1, 3, 2, 0]
+
+
+def test_hf_prompts_sharing_a_prefix_sample_what_they_sample_alone(pico):
+    """A prefix prefilled once for its rows (and copied to them) draws what each prompt draws alone."""
+    tok = load_tokenizer(pico)
+    backend = make_backend("hf", pico, tok, config(batch_size=8))
+    first = render(tok, [{"role": "user", "content": "Read two integers and print their sum."}])
+    prompts = [first, first + "print(1)", first, first + "x = int(input())\nprint(x + x)", "echo"]
+    seeds = [3, 4, 5, 6, 7]
+    together = backend.generate(prompts, seeds, 12, 1.0, 0.95)
+    for prompt, seed, completion in zip(prompts, seeds, together):
+        assert completion == backend.generate([prompt], [seed], 12, 1.0, 0.95)[0]
+
+
 @pytest.mark.parametrize("top_p", [0.95, 0.5, 1.0])
 def test_seeded_sampler_draws_exactly_what_a_full_sort_draws(top_p):
     """Rows whose nucleus fits in the top HEAD tokens skip the full sort: the token drawn must be the

@@ -9,6 +9,11 @@ bit-reproducible for a given batch_size (and torch thread count, which the prove
 `generate` would keep every row in the batch until the longest is done; on a CPU a decode step costs
 in proportion to the rows it carries, and tool calls and answers vary from ~20 to the full budget of
 tokens, so the loop here drops a row (and its KV cache) as soon as it ends.
+
+Prompts that share a prefix are prefilled through it once (vLLM's prefix caching, within one call): the
+n samples of a problem share their whole first prompt, and a later turn of a tools or agentic
+conversation shares the turns before it with the problem's other samples. The shared prefix's KV cache
+is computed once per group and copied to its rows; each row then prefills only the rest of its prompt.
 """
 from __future__ import annotations
 
@@ -86,11 +91,10 @@ class HFBackend(Backend):
     @torch.inference_mode()
     def generate(self, prompts, seeds, max_new_tokens, temperature, top_p, stop=()):
         budgets = [max_new_tokens] * len(prompts) if isinstance(max_new_tokens, int) else list(max_new_tokens)
-        # Batches of similar prompt lengths: a batch is padded to its longest prompt (later turns of tools
-        # and agentic conversations differ by hundreds of tokens). The order is a function of the prompts,
-        # so a sample still depends only on its seed and the call's prompts.
+        # The batches are a function of the prompts, so a sample still depends only on its seed and the
+        # call's prompts.
         prompt_ids = self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
-        order = sorted(range(len(prompts)), key=lambda i: (len(prompt_ids[i]), i))
+        order = batch_order(prompt_ids)
         out = [None] * len(prompts)
         for i in range(0, len(order), self.batch_size):
             rows = order[i:i + self.batch_size]
@@ -100,20 +104,39 @@ class HFBackend(Backend):
                 out[r] = completion
         return out
 
+    def _pad(self, ids: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        enc = self.tokenizer.pad({"input_ids": ids}, padding=True, padding_side="left", return_tensors="pt")
+        return enc["input_ids"].to(self.device), enc["attention_mask"].to(self.device)
+
+    def _forward(self, tokens, mask, cache) -> torch.Tensor:
+        """The next-token logits of each row after `tokens` (the cache holds what came before)."""
+        return self.model(input_ids=tokens, attention_mask=mask, position_ids=self._positions(mask, tokens),
+                          past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1, :].float()
+
+    def _prefill(self, prompt_ids, cache) -> tuple[torch.Tensor, torch.Tensor]:
+        """Fill `cache` with the prompts, each group's shared prefix computed once; returns the rows'
+        next-token logits and their attention mask (padding sits left of the prefix and of the rest)."""
+        groups = shared_prefix_groups(prompt_ids)
+        tokens, mask = self._pad([prompt_ids[rows[0]][:length] for rows, length in groups])
+        if tokens.shape[1]:  # else every prompt is a single token
+            self._forward(tokens, mask, cache)
+        owner = torch.tensor([g for g, (rows, _) in enumerate(groups) for _ in rows], device=self.device)
+        cache.batch_select_indices(owner)  # each group's prefix, copied to its rows
+        rest, rest_mask = self._pad([prompt_ids[r][length:] for rows, length in groups for r in rows])
+        mask = torch.cat([mask[owner], rest_mask], dim=1)
+        return self._forward(rest, mask, cache), mask
+
     def _generate_batch(self, prompt_ids, seeds, budgets, temperature, top_p, stop):
-        enc = self.tokenizer.pad({"input_ids": prompt_ids}, padding=True, padding_side="left",
-                                 return_tensors="pt").to(self.device)
-        mask = enc["attention_mask"]
         sampler = SeededSampler(seeds, temperature, top_p, max(budgets))
         eos = torch.tensor(self.eos_ids, device=self.device)
         budget = torch.tensor(budgets, device=self.device)
         rows = torch.arange(len(prompt_ids), device=self.device)  # the batch rows still generating
         generated = [[] for _ in prompt_ids]
         cache = DynamicCache(config=self.model.config)
-        tokens = enc["input_ids"]
+        logits, mask = self._prefill(prompt_ids, cache)
         for step in range(max(budgets)):
-            logits = self.model(input_ids=tokens, attention_mask=mask, position_ids=self._positions(mask, tokens),
-                                past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1, :].float()
+            if step:
+                logits = self._forward(tokens, mask, cache)
             tokens = sampler.choose(logits, sampler.uniforms[rows, step])
             done = torch.isin(tokens[:, 0], eos) | (step + 1 >= budget[rows])
             for row, token in zip(rows.tolist(), tokens[:, 0].tolist()):
@@ -148,3 +171,45 @@ class HFBackend(Backend):
             at, s = min(hits)
             text, finish = text[:at + len(s)], "stop"
         return Completion(text=text, token_count=len(ids), finish_reason=finish)
+
+
+def batch_order(prompt_ids: list[list[int]]) -> list[int]:
+    """The order rows are batched in: prompts with a common prefix side by side (token order), and groups
+    of them by the length each row prefills past its group's prefix, shortest first, so that a batch is
+    padded to rests of similar lengths (later turns of tools and agentic conversations differ by
+    hundreds of tokens). A function of the prompts alone."""
+    ranked = sorted(range(len(prompt_ids)), key=lambda i: (prompt_ids[i], i))
+    groups = shared_prefix_groups([prompt_ids[i] for i in ranked])
+    rest = lambda i, length: len(prompt_ids[i]) - length
+    groups.sort(key=lambda g: (max(rest(ranked[r], g[1]) for r in g[0]), g[0][0]))
+    return [ranked[r] for rows, length in groups for r in sorted(rows, key=lambda r: (rest(ranked[r], length), r))]
+
+
+def shared_prefix_groups(prompt_ids: list[list[int]]) -> list[tuple[list[int], int]]:
+    """Runs of adjacent prompts prefilled through a common prefix, as (rows, prefix length): the runs that
+    save the most prefill tokens (a run of k rows sharing L tokens saves (k - 1) * L). A prefix stops short
+    of each prompt's last token, whose logits start the sampling. One run per problem's samples, not one
+    for the whole batch: different problems share only the system prompt and tool schema."""
+    def common(a, b):
+        n = min(len(a), len(b))
+        return next((i for i in range(n) if a[i] != b[i]), n)
+
+    n = len(prompt_ids)
+    adjacent = [common(prompt_ids[i], prompt_ids[i + 1]) for i in range(n - 1)]
+    saved, start, prefix = [0] * (n + 1), [0] * (n + 1), [0] * (n + 1)
+    for end in range(1, n + 1):  # the best split of rows [0, end), its last run starting at start[end]
+        shared = len(prompt_ids[end - 1]) - 1
+        saved[end] = -1
+        for first in range(end - 1, -1, -1):
+            if first < end - 1:
+                shared = min(shared, adjacent[first], len(prompt_ids[first]) - 1)
+            value = saved[first] + (end - 1 - first) * shared
+            if value > saved[end]:
+                saved[end], start[end], prefix[end] = value, first, shared
+            if shared == 0:
+                break  # a longer run saves nothing more
+    groups, end = [], n
+    while end:
+        groups.append((list(range(start[end], end)), prefix[end]))
+        end = start[end]
+    return groups[::-1]
