@@ -512,3 +512,18 @@ def test_feedback_on_a_program_that_does_not_compile_counts_no_passes(sandbox):
     note = feedback(add, result)
     assert note.startswith("Your program passed 0 of 2 public tests. On public test 1 it did not compile.")
     assert "SyntaxError" in note
+
+
+def test_a_timed_out_program_is_reported_without_what_the_kill_cut_short(sandbox):
+    """A timed-out program's stderr (a traceback half printed when the kill came) depends on the machine's
+    speed: the tool message and the public-test feedback leave it out, so SFT traces are reproducible."""
+    from ewa.prompts import feedback, tool_output
+
+    looping = "import sys\nprint('half a traceback', file=sys.stderr)\nprint('partial')\nwhile True:\n    pass\n"
+    result = sandbox.run_code(looping, time_limit_s=0.3)
+    assert tool_output(result, 0.3) == "(stopped: took longer than 0.3 s)"  # stdout is buffered: nothing yet
+    crash = sandbox.run_code("import sys\nprint('why', file=sys.stderr)\nraise SystemExit(3)", time_limit_s=0.3)
+    assert "why" in tool_output(crash, 0.3)  # a crash keeps its stderr
+    add = Problem(**{**problems()[0].__dict__, "time_limit_s": 0.3})
+    note = feedback(add, sandbox.judge(add, looping, tests=[i for i, _ in add.public_tests], early_stop=False))
+    assert "took too long" in note and "half a traceback" not in note and "Error" not in note

@@ -73,7 +73,9 @@ TOOL_CALLS_USED_UP = "error: no tool calls left; answer with the complete progra
 def tool_output(result, time_limit_s: float) -> str:
     """The `tool` message answering a python call: its stdout, the end of stderr, and why it stopped."""
     text = result.stdout
-    if result.status != "ok" or result.stderr.strip():
+    # Whatever a timed-out program wrote to stderr, the kill cut at a point that depends on the machine's
+    # speed (a traceback half printed): leaving it out keeps the message, and SFT traces, reproducible.
+    if result.status != TLE and (result.status != "ok" or result.stderr.strip()):
         text += "\n".join(result.stderr.strip().splitlines()[-5:])
     if result.status == TLE:
         text += f"\n(stopped: took longer than {time_limit_s:g} s)"
@@ -113,7 +115,7 @@ def feedback(problem, result) -> str | None:
              f"Input:\n{clip(test.input)}", f"Expected output:\n{clip(test.output)}"]
     if t.verdict == WA or t.got:
         lines.append(f"Your output:\n{clip(t.got) or '(nothing)'}")
-    if t.error.strip() and t.verdict != WA:
+    if t.error.strip() and t.verdict not in (WA, TLE):  # a timed-out program's stderr: see tool_output
         lines.append("Error (last lines):\n" + clip("\n".join(t.error.strip().splitlines()[-5:])))
     lines.append("Fix the program and answer with the complete corrected program in one ```python block.")
     return "\n\n".join(lines)

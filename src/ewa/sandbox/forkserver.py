@@ -602,6 +602,9 @@ def run_job(job, code, source, extra, scratch):
     return {
         "exit": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
         "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+        # Ended by the CPU timer set_limits armed. Its clock and the rusage below disagree by up to ~0.1 s,
+        # so the rusage alone would call some of these kills a crash under the limit.
+        "cpu_timer": os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGPROF,
         "cpu": usage.ru_utime + usage.ru_stime,
         "wall": wall,
         "rss_kb": usage.ru_maxrss,

@@ -102,11 +102,12 @@ def test_verdict(problem: Problem, index: int, reply: dict, limits: Limits, tol:
 
 
 def resource_verdict(cand: dict, limits: Limits) -> str | None:
-    """TLE (CPU time over the limit, or the wall-clock backstop hit) before MLE (out of memory), or None:
-    the one precedence of optimization failures, for judged tests and tool calls alike. MLE is resource
-    use only: the runner saw an allocation fail under the address-space limit, or the peak RSS reached
-    the limit; a program that merely prints "MemoryError" is not out of memory."""
-    if cand["timeout"] or cand["cpu"] > limits.cpu_s:
+    """TLE (CPU time over the limit, the CPU timer's kill, or the wall-clock backstop hit) before MLE (out
+    of memory), or None: the one precedence of optimization failures, for judged tests and tool calls
+    alike. MLE is resource use only: the runner saw an allocation fail under the address-space limit, or
+    the peak RSS reached the limit; a program that merely prints "MemoryError" is not out of memory. A
+    program that sends itself SIGPROF turns its own crash into a TLE, never into a pass."""
+    if cand["timeout"] or cand.get("cpu_timer") or cand["cpu"] > limits.cpu_s:
         return TLE
     if cand.get("memory_error") or cand["rss_kb"] / 1024 >= limits.memory_mb:
         return MLE
