@@ -92,7 +92,7 @@ def packed_vs_per_problem(backend, texts: list[str], n: int, cfg, repeats: int) 
 def shared_vs_alone(backend, texts: list[str], n: int, cfg, repeats: int) -> dict[str, tuple[float, float]]:
     """Seconds of a call with shared prefixes prefilled once (the backend's way) and with every prompt
     prefilled on its own (the same backend, grouping switched off), on two kinds of call: a first turn
-    (each problem's prompt n times) and a later turn (the prompt, then each row's own 96-token turn)."""
+    (each problem's prompt n times) and a later turn (the prompt, then each row's own 40-80-token turn)."""
     import ewa.sample.backends.hf as hf_backend
 
     shared = hf_backend.shared_prefix_groups
