@@ -59,6 +59,7 @@ rule approaches:
         report("results/seed{seed}/approaches/{benchmark}/{setting}/approaches.csv", caption="../report/approaches.rst",
                category="Claims", subcategory="seed {seed}: {benchmark} / {setting}"),
         "results/seed{seed}/approaches/{benchmark}/{setting}/declared.csv",
+        "results/seed{seed}/approaches/{benchmark}/{setting}/premise.csv",
         "results/seed{seed}/approaches/{benchmark}/{setting}/agreement.csv",
         "results/seed{seed}/approaches/{benchmark}/{setting}/classified.parquet",
         "results/seed{seed}/approaches/{benchmark}/{setting}/provenance.json",

@@ -14,7 +14,7 @@ import pytest
 
 from helpers import alpha_specs, write_approach_samples, write_design
 
-from ewa.analysis.approaches import approach_of
+from ewa.analysis.approaches import approach_of, brute_suffices, premise_table
 from ewa.analysis.growth import Suite, classified, profile, profiles, read_suites
 from ewa.cli import main
 from ewa.evaluate.run import row, to_table
@@ -232,6 +232,10 @@ def test_the_plan_lines_stay_available_and_agreement_is_reported(tmp_path, capsy
     assert (row.both_known, row.agreement, row.coverage) == (10, pytest.approx(0.8), pytest.approx(10 / 16))
     assert (row.efficient_as_brute, row.efficient_as_efficient, row.efficient_as_unknown) == (2, 6, 6)
     assert (row.brute_as_brute, row.unstated_as_brute, row.unstated_as_unknown) == (2, 2, 0)
+    # the premise table reads the same plan lines (GRID's problems do not say where a brute force suffices)
+    premise = pd.read_csv(out / "premise.csv").set_index("alpha")
+    assert premise["brute_corr"].tolist() == pytest.approx(declared.xs("brute", level="approach")["corr"].tolist())
+    assert premise["brute_ac_where_suffices"].isna().all() and premise.loc[1.0, "efficient_attempts"] == 2 * 7
     printed = capsys.readouterr().out
     assert "alpha +1.00 growth vs plan line: agreement 0.800 over 10 samples, coverage 0.625 of 16" in printed
 
@@ -243,7 +247,7 @@ def test_without_the_problems_file_the_table_is_by_plan_line(tmp_path, capsys):
     out = tmp_path / "approaches"
     assert main(["approaches", "--evals", *alpha_specs(evals), "--samples", *alpha_specs(samples),
                  "--out-dir", str(out)]) == 0, capsys.readouterr().err
-    assert sorted(p.name for p in out.iterdir()) == ["approaches.csv", "declared.csv", "provenance.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["approaches.csv", "declared.csv", "premise.csv", "provenance.json"]
     table = pd.read_csv(out / "approaches.csv").set_index(["alpha", "approach"])
     assert set(table["classified_by"]) == {"plan line"}
     truth = pd.concat(pd.read_parquet(p).assign(alpha=a) for a, p in zip((-0.5, 0.0, 0.5, 1.0, 1.5), evals))
@@ -319,3 +323,36 @@ def test_judged_reference_programs_are_classified_brute_and_efficient(sandbox, t
     got = got.set_index("sample_id")
     assert got.loc["brute", "growth"] == "brute", got.loc["brute"].to_dict()
     assert got.loc["efficient", "growth"] == "efficient", got.loc["efficient"].to_dict()
+
+
+# --- the premise, by plan line ---------------------------------------------------------------------
+
+def test_the_premise_compares_the_kinds_by_plan_line_where_a_brute_force_suffices(tmp_path):
+    problems = tmp_path / "problems.jsonl"
+    problems.write_text("".join(json.dumps({
+        "id": pid, "source": "t", "difficulty": "easy", "statement": "s", "testtype": "stdin",
+        "tests": [{"input": "1", "output": "1"}], "meta": {"inputs": inputs}}) + "\n"
+        for pid, inputs in (("s", "small"), ("s2", "small"), ("f", "full"))))
+    suffices = brute_suffices(problems)
+    assert suffices == {"s": True, "s2": True, "f": False}
+    rows = [("s", "brute", "AC"), ("s", "brute", "AC"), ("s", "brute", "WA"), ("s", "efficient", "CE"),
+            ("s2", "brute", "RE"), ("s2", "efficient", "AC"),
+            ("f", "brute", "TLE"), ("f", "efficient", "WA"), ("f", "unstated", "AC")]
+    judged = pd.DataFrame(rows, columns=["problem_id", "declared", "verdict"]).assign(alpha=0.0)
+    row = premise_table(judged, suffices).set_index("alpha").loc[0.0]
+    # where a brute force suffices: 2 of 4 brute-force attempts AC; most of them AC on s, none on s2
+    assert (row.brute_attempts_there, row.brute_ac_where_suffices, row.problems_mostly_brute_ac) == (4, 0.5, 0.5)
+    # everywhere: brute WA, RE of 5 (the TLE is no correctness failure); efficient CE, WA of 3
+    assert (row.brute_attempts, row.efficient_attempts) == (5, 3)
+    assert row.brute_corr == pytest.approx(0.4) and row.efficient_corr == pytest.approx(2 / 3)
+    assert row.corr_ratio == pytest.approx(5 / 3)
+    # a benchmark that does not say where a brute force suffices: only the correctness shares
+    unmarked = premise_table(judged, {}).iloc[0]
+    assert math.isnan(unmarked.brute_ac_where_suffices) and unmarked.brute_corr == pytest.approx(0.4)
+
+
+def test_a_benchmark_without_the_marker_knows_no_problem_where_a_brute_force_suffices(tmp_path):
+    problems = tmp_path / "problems.jsonl"
+    problems.write_text(json.dumps({"id": "p", "source": "t", "difficulty": "easy", "statement": "s",
+                                    "testtype": "stdin", "tests": [{"input": "1", "output": "1"}]}) + "\n")
+    assert brute_suffices(problems) == {} and brute_suffices(None) == {}

@@ -216,6 +216,9 @@ def test_science_rewrites_only_its_readme_section(tmp_path, capsys):
     # helpers.write_approach_samples: every TLE declares brute force, so brute attempts never fail on correctness
     brute = [line for line in text.splitlines() if line.startswith("| WA+RE+CE among brute-force attempts")]
     assert len(brute) == 1 and set(brute[0].split(" | ")[1:-1]) == {"0.000"}
+    # ... so the premise's ratio of correctness failures is undefined, not infinite
+    ratio = [line for line in text.splitlines() if line.startswith("| efficient / brute-force WA+RE+CE")]
+    assert len(ratio) == 1 and set(ratio[0].split(" | ")[1:-1]) == {"–"}
     # headroom and the ensemble claims' choices per seed, not the first seed's for all
     rows = {line.split(" | ")[0]: line for line in text.splitlines() if line.startswith(("| 3 |", "| 4 |"))}
     assert rows["| 3"].startswith("| 3 | 4 | 3 | 3 (alpha -0.50) |")

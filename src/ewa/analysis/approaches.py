@@ -18,13 +18,16 @@ Files of `ewa approaches` (write_approaches):
   approaches.csv     per (alpha, approach): n, share, verdict shares, opt (TLE+MLE), corr (WA+RE+CE), and
                      `classified_by` ("growth"; "plan line" when no problems file was given)
   declared.csv       the same table by plan line
+  premise.csv        per alpha, by plan line: the study's premise (an efficient algorithm is harder to get
+                     right than a brute force): brute-force attempts' AC share on the problems where a
+                     brute force suffices, and each kind's correctness-failure share (premise_table)
   agreement.csv      per alpha: samples per (declared, growth) pair (`brute_as_unknown`: declared brute,
                      classified unknown), `agreement` (share of samples with both known where the two
                      agree) and `coverage` (share of samples with a plan line that growth classifies)
   classified.parquet every sample: alpha, ids, verdict, declared, growth, evidence, the growth measures
   provenance.json    inputs with their hashes, the thresholds
 Without the problems file (test sizes) growth cannot be measured: approaches.csv is then the plan-line
-table and only declared.csv and provenance.json join it.
+table and only declared.csv, premise.csv and provenance.json join it.
 """
 from __future__ import annotations
 
@@ -35,6 +38,7 @@ import pandas as pd
 
 from ewa.analysis.growth import CLASSES, THRESHOLDS, classified, profiles, read_suites
 from ewa.io import atomic_path, provenance, read_jsonl, sha256_file, write_json
+from ewa.problems import iter_problems
 from ewa.prompts import PLANS
 from ewa.verdicts import FAILURE_VERDICTS, VERDICTS
 
@@ -97,6 +101,44 @@ def agreement_table(judged: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def brute_suffices(path: Path | None) -> dict[str, bool]:
+    """Problem id -> whether a brute force passes its whole suite. Only the miniature says: its builder
+    gives some held-out instances small inputs only (`meta.inputs: small`, see ewa.data.mini.build).
+    Other benchmarks (or no problems file) give {}."""
+    if path is None:
+        return {}
+    marked = {p.id: p.meta.get("inputs") for p in iter_problems(path)}
+    return {pid: kind == "small" for pid, kind in marked.items()} if "small" in marked.values() else {}
+
+
+def premise_table(judged: pd.DataFrame, suffices: dict[str, bool]) -> pd.DataFrame:
+    """Per alpha, from the plan lines: the premise the study's claim 2 rests on.
+
+    brute_ac_where_suffices  AC share of brute-force attempts on the problems where a brute force
+                             suffices (nan: no such problem is known, or no brute-force attempt on one)
+    problems_mostly_brute_ac share of those problems (with a brute-force attempt) where most are AC
+    brute_corr, efficient_corr  WA+RE+CE share among each kind's attempts, all problems
+    corr_ratio               efficient_corr / brute_corr (the premise: well above 1)
+    """
+    rows = []
+    for alpha, g in judged.groupby("alpha", sort=True):
+        ok = g["verdict"] == "AC"
+        wrong = g["verdict"].isin(GROUPS["corr"])
+        brute, efficient = g["declared"] == "brute", g["declared"] == "efficient"
+        there = brute & g["problem_id"].map(lambda pid: suffices.get(pid, False)).astype(bool)
+        per_problem = ok[there].groupby(g.loc[there, "problem_id"]).mean()
+        corr = {kind: wrong[mask].mean() if mask.any() else float("nan")
+                for kind, mask in (("brute", brute), ("efficient", efficient))}
+        rows.append({"alpha": alpha, "brute_suffices_problems": sum(suffices.values()),
+                     "brute_attempts_there": int(there.sum()),
+                     "brute_ac_where_suffices": ok[there].mean() if there.any() else float("nan"),
+                     "problems_mostly_brute_ac": (per_problem > 0.5).mean() if len(per_problem) else float("nan"),
+                     "brute_attempts": int(brute.sum()), "efficient_attempts": int(efficient.sum()),
+                     "brute_corr": corr["brute"], "efficient_corr": corr["efficient"],
+                     "corr_ratio": corr["efficient"] / corr["brute"] if corr["brute"] else float("nan")})
+    return pd.DataFrame(rows)
+
+
 def classify_grid(evals: list[tuple[float, Path]], samples: dict[float, Path], problems: Path | None) -> pd.DataFrame:
     """Every judged sample of every alpha with its declared approach and (given the problems file) its
     growth class; a problem's separating test comes from its brute forces at all alphas."""
@@ -119,6 +161,7 @@ def write_approaches(evals: list[tuple[float, Path]], samples: dict[float, Path]
         tmp.mkdir()
         table.to_csv(tmp / "approaches.csv", index=False, float_format="%.4f")
         approach_table(judged, "declared").to_csv(tmp / "declared.csv", index=False, float_format="%.4f")
+        premise_table(judged, brute_suffices(problems)).to_csv(tmp / "premise.csv", index=False, float_format="%.4f")
         if agreement is not None:
             agreement.to_csv(tmp / "agreement.csv", index=False, float_format="%.4f")
             judged.to_parquet(tmp / "classified.parquet", index=False)

@@ -26,17 +26,17 @@ RATES = (("opt", "TLE+MLE", "tab:red"), ("corr", "WA+RE+CE", "tab:blue"), ("ac",
          ("ce", "of which CE", "tab:grey"))
 
 
-def read_run(claims_dir: Path, approaches_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict, int]:
-    """One seed's claims.csv, per_alpha.csv, approaches.csv, headroom.json and its seed (from the claims'
-    provenance)."""
+def read_run(claims_dir: Path, approaches_dir: Path) -> tuple[pd.DataFrame, ...]:
+    """One seed's claims.csv, per_alpha.csv, approaches.csv, premise.csv, headroom.json and its seed (from
+    the claims' provenance)."""
     files = [claims_dir / "claims.csv", claims_dir / "per_alpha.csv", approaches_dir / "approaches.csv",
-             claims_dir / "headroom.json"]
+             approaches_dir / "premise.csv", claims_dir / "headroom.json"]
     missing = [f for f in files if not f.is_file()]
     if missing:
         raise FileNotFoundError(f"{missing[0]}: missing (that seed's claims and approaches steps have not run)")
     seed = json.loads((claims_dir / "provenance.json").read_text())["config"]["seed"]
-    tables = [pd.read_csv(f, keep_default_na=False, na_values=[""]) for f in files[:3]]
-    return (*tables, json.loads(files[3].read_text()), int(seed))
+    tables = [pd.read_csv(f, keep_default_na=False, na_values=[""]) for f in files[:4]]
+    return (*tables, json.loads(files[4].read_text()), int(seed))
 
 
 def overall(verdicts: list[str]) -> str:
@@ -131,6 +131,44 @@ def approaches_table(approaches: list[pd.DataFrame], alphas) -> list[str]:
     return lines
 
 
+# The premise the claims rest on, by plan line (ewa.analysis.approaches.premise_table).
+PREMISE_ROWS = (("brute_ac_where_suffices", "brute-force attempts AC, where a brute force suffices"),
+                ("problems_mostly_brute_ac", "problems where a brute force suffices and most brute-force attempts are AC"),
+                ("brute_corr", "brute-force attempts WA+RE+CE (plan line)"),
+                ("efficient_corr", "efficient attempts WA+RE+CE (plan line)"))
+
+
+def premise_table(premises: list[pd.DataFrame], alphas) -> list[str]:
+    """Per alpha: the mean over seeds, the correctness-failure ratio of the means, and the brute-force
+    attempts behind them summed over seeds. Empty when no seed has plan lines (a real model's run)."""
+    stacked = pd.concat(premises).groupby("alpha")
+    mean = stacked.mean(numeric_only=True).reindex(alphas)
+    if mean[[key for key, _ in PREMISE_ROWS]].isna().all().all():
+        return []
+    total = stacked[["brute_attempts", "brute_attempts_there"]].sum().reindex(alphas)
+    cell = lambda v: "–" if pd.isna(v) else f"{v:.3f}"
+    lines = ["| alpha | " + " | ".join(alpha_tag(a) for a in alphas) + " |", "|---|" + "---|" * len(alphas)]
+    lines += [f"| {label} | " + " | ".join(cell(v) for v in mean[key]) + " |" for key, label in PREMISE_ROWS]
+    ratio = mean["efficient_corr"] / mean["brute_corr"].where(mean["brute_corr"] > 0)
+    lines.append("| efficient / brute-force WA+RE+CE | " + " | ".join(cell(v) for v in ratio) + " |")
+    lines.append("| brute-force attempts over all seeds (where a brute force suffices) | "
+                 + " | ".join(f"{int(n)} ({int(m)})" for n, m in zip(total["brute_attempts"], total["brute_attempts_there"]))
+                 + " |")
+    return lines
+
+
+def premise_section(premises: list[pd.DataFrame], alphas) -> list[str]:
+    table = premise_table(premises, alphas)
+    if not table:
+        return []
+    return ["The premise, by plan line (the miniature's ground truth; mean over seeds). The growth classes "
+            "above exist only for programs that ran long enough for their cost to show, so a brute force "
+            "that fails a small test is never among them and their brute-force rows show almost no "
+            "correctness failures. The premise holds strongly when brute-force attempts are AC at least 80% "
+            "of the time on the problems where a brute force suffices, and efficient attempts fail on correctness at "
+            "least twice as often as brute-force ones.", "", *table, ""]
+
+
 def plot(per_alpha: list[pd.DataFrame], seeds: list[int], out: Path, title: str) -> None:
     fig, ax = plt.subplots(figsize=(7, 4))
     for key, label, color in RATES:
@@ -172,7 +210,7 @@ def write_science(claims_dirs: list[Path], approaches_dirs: list[Path], frontier
     The markdown links its figures as docs/frontier-{benchmark}-{setting}[-seeds].png, where
     scripts/science.py copies them beside the README. design_seeds, demo_seed: see preregistration()."""
     read = [read_run(Path(c), Path(a)) for c, a in zip(claims_dirs, approaches_dirs, strict=True)]
-    claims, per_alpha, approaches, headrooms, seeds = (list(x) for x in zip(*read))
+    claims, per_alpha, approaches, premises, headrooms, seeds = (list(x) for x in zip(*read))
     if len({tuple(a["alpha"]) for a in per_alpha}) > 1:
         raise ValueError("science: the seeds' runs use different alpha grids; compare runs of one config")
     registered = preregistration(seeds, list(design_seeds), demo_seed)
@@ -202,6 +240,7 @@ def write_science(claims_dirs: list[Path], approaches_dirs: list[Path], frontier
         "Claim 2 needs efficient attempts to fail on correctness more often than brute-force ones; claim 4 "
         "needs some problems that only some alphas solve.", "",
         *approaches_table(approaches, per_alpha[0]["alpha"].tolist()), "",
+        *premise_section(premises, per_alpha[0]["alpha"].tolist()),
         f"![verdict shares per alpha, every seed]({figure})", "",
         f"The pipeline's frontier plot for seed {seeds[0]} (`results/seed{seeds[0]}/frontier/{benchmark}/{setting}/frontier.png`):", "",
         f"![frontier, seed {seeds[0]}]({frontier})"])
