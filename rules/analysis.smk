@@ -80,6 +80,7 @@ rule science:
     input:
         claims=science_seed_dirs("claims"),
         approaches=science_seed_dirs("approaches"),
+        premise=science_seed_dirs("approaches", "premise.csv"),
         frontier_plot=f"results/seed{config['science']['seeds'][0]}/frontier/{{benchmark}}/{{setting}}/frontier.png",
     output:
         *[f"results/science/{{benchmark}}/{{setting}}/{name}" for name in SCIENCE_FILES if name != "seeds.png"],

@@ -197,9 +197,10 @@ def seed_targets(seed):
     return tables
 
 
-def science_seed_dirs(kind):
+def science_seed_dirs(kind, name=None):
+    """An input function: each science seed's `name` (default: {kind}.csv) under its {kind} directory."""
     def dirs(wildcards):
-        return [f"results/seed{s}/{kind}/{wildcards.benchmark}/{wildcards.setting}/{kind}.csv"
+        return [f"results/seed{s}/{kind}/{wildcards.benchmark}/{wildcards.setting}/{name or kind + '.csv'}"
                 for s in config["science"]["seeds"]]
     return dirs
 
