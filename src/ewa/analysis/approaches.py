@@ -38,7 +38,6 @@ import pandas as pd
 
 from ewa.analysis.growth import CLASSES, THRESHOLDS, classified, profiles, read_suites
 from ewa.io import atomic_path, provenance, read_jsonl, sha256_file, write_json
-from ewa.problems import iter_problems
 from ewa.prompts import PLANS
 from ewa.verdicts import FAILURE_VERDICTS, VERDICTS
 
@@ -103,12 +102,18 @@ def agreement_table(judged: pd.DataFrame) -> pd.DataFrame:
 
 def brute_suffices(path: Path | None) -> dict[str, bool]:
     """Problem id -> whether a brute force passes its whole suite. Only the miniature says: its builder
-    gives some held-out instances small inputs only (`meta.inputs: small`, see ewa.data.mini.build).
-    Other benchmarks (or no problems file) give {}."""
+    marks every instance `meta.inputs` ("small": small inputs only, see ewa.data.mini.build). Other
+    benchmarks (or no problems file) give {}, read no further than their first problem: a benchmark's
+    file holds its hidden tests, and read_suites has already parsed it once."""
     if path is None:
         return {}
-    marked = {p.id: p.meta.get("inputs") for p in iter_problems(path)}
-    return {pid: kind == "small" for pid, kind in marked.items()} if "small" in marked.values() else {}
+    marked = {}
+    for _, rec in read_jsonl(path):
+        inputs = (rec.get("meta") or {}).get("inputs")
+        if inputs is None:
+            return {}
+        marked[rec["id"]] = inputs == "small"
+    return marked if any(marked.values()) else {}
 
 
 def premise_table(judged: pd.DataFrame, suffices: dict[str, bool]) -> pd.DataFrame:
