@@ -28,7 +28,9 @@ def test_empty_config_is_the_schema_defaults():
 @pytest.mark.parametrize("config, fragment", [
     ({"merge": {"alpahs": [0.5]}}, "unknown key 'merge.alpahs'"),
     ({"sampel": {}}, "unknown key 'sampel'"),
-    ({"merge": {"alphas": [0, "x"]}}, "key 'merge.alphas[1]': expected number"),
+    ({"merge": {"alphas": [0, "x"]}}, "key 'merge.alphas[1]': expected number, got 'x'"),
+    # what `snakemake --config grpo='{max_steps: 10}'` hands over
+    ({"grpo": {"max_steps": "10"}}, "expected integer, got '10' (snakemake passes values nested in --config as strings"),
     ({"sample": {"backend": "tgi"}}, "key 'sample.backend': expected one of"),
     ({"regimes": [{"name": "a", "fraction": 1.0}, {"name": "b", "fraction": 0.5}]}, "low to high"),
     ({"regimes": [{"name": "a"}, {"name": "b", "fraction": 1.0}]}, "key 'regimes[0]'"),
@@ -43,6 +45,12 @@ def test_bad_config_is_one_line_naming_the_key(config, fragment):
         validate(config)
     assert fragment in str(e.value)
     assert "\n" not in str(e.value)
+
+
+def test_configfile_hint_only_for_numbers_given_as_text():
+    with pytest.raises(ConfigError) as e:
+        validate({"merge": {"alphas": [0, "x"]}})
+    assert "configfile" not in str(e.value)
 
 
 def test_alpha_tag_is_canonical():

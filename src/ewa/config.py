@@ -60,6 +60,17 @@ def _key(path) -> str:
     return out or "(top level)"
 
 
+def _numeric_text(value) -> bool:
+    """A string that is a number or a boolean as text, e.g. '10' from `--config grpo='{max_steps: 10}'`."""
+    if not isinstance(value, str):
+        return False
+    try:
+        float(value)
+        return True
+    except ValueError:
+        return value.lower() in ("true", "false")
+
+
 def _describe(error: jsonschema.ValidationError) -> str:
     key = _key(error.absolute_path)
     if error.validator == "additionalProperties":
@@ -70,7 +81,9 @@ def _describe(error: jsonschema.ValidationError) -> str:
     if error.validator == "enum":
         return f"key '{key}': expected one of {error.validator_value}, got {error.instance!r}"
     if error.validator == "type":
-        return f"key '{key}': expected {error.validator_value}, got {error.instance!r}"
+        hint = " (snakemake passes values nested in --config as strings: put them in a --configfile)" \
+            if _numeric_text(error.instance) else ""
+        return f"key '{key}': expected {error.validator_value}, got {error.instance!r}{hint}"
     if error.validator == "oneOf" and "regimes" in key:
         return f"key '{key}': give exactly one of 'fraction' or 'max_size'"
     return f"key '{key}': {error.message}"
