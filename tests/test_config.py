@@ -30,7 +30,7 @@ def test_empty_config_is_the_schema_defaults():
     ({"sampel": {}}, "unknown key 'sampel'"),
     ({"merge": {"alphas": [0, "x"]}}, "key 'merge.alphas[1]': expected number, got 'x'"),
     # what `snakemake --config grpo='{max_steps: 10}'` hands over
-    ({"grpo": {"max_steps": "10"}}, "expected integer, got '10' (snakemake passes values nested in --config as strings"),
+    ({"grpo": {"max_steps": "10"}}, "expected integer, got '10' (given as text: unquote it in YAML; snakemake's --config passes nested values as text, so use a --configfile)"),
     ({"sample": {"backend": "tgi"}}, "key 'sample.backend': expected one of"),
     ({"regimes": [{"name": "a", "fraction": 1.0}, {"name": "b", "fraction": 0.5}]}, "low to high"),
     ({"regimes": [{"name": "a"}, {"name": "b", "fraction": 1.0}]}, "key 'regimes[0]'"),

@@ -61,7 +61,7 @@ def _key(path) -> str:
 
 
 def _numeric_text(value) -> bool:
-    """A string that is a number or a boolean as text, e.g. '10' from `--config grpo='{max_steps: 10}'`."""
+    """A number or a boolean as text: quoted in YAML, or '10' from `snakemake --config grpo='{max_steps: 10}'`."""
     if not isinstance(value, str):
         return False
     try:
@@ -81,7 +81,7 @@ def _describe(error: jsonschema.ValidationError) -> str:
     if error.validator == "enum":
         return f"key '{key}': expected one of {error.validator_value}, got {error.instance!r}"
     if error.validator == "type":
-        hint = " (snakemake passes values nested in --config as strings: put them in a --configfile)" \
+        hint = " (given as text: unquote it in YAML; snakemake's --config passes nested values as text, so use a --configfile)" \
             if _numeric_text(error.instance) else ""
         return f"key '{key}': expected {error.validator_value}, got {error.instance!r}{hint}"
     if error.validator == "oneOf" and "regimes" in key:
