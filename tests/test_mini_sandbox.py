@@ -51,6 +51,20 @@ def test_wrong_variants_pass_the_smallest_test_and_fail_some_test(sandbox, one_i
         assert r.verdict != AC, (p.id, "a wrong variant passed every test")
 
 
+def test_the_second_example_exposes_a_wrong_variant_in_most_families(sandbox, one_instance_per_family):
+    """Public test 2 catches a wrong variant where a small input can, so agentic feedback can show the
+    family's pitfall; the rest of a wrong variant's failures are hidden."""
+    jobs = [(p, w, None) for p in one_instance_per_family for w in p.meta["solutions"]["wrong"]]
+    caught = set()
+    for (p, _, _), r in zip(jobs, sandbox.judge_many(jobs)):
+        second = size_order(p.tests)[1]
+        assert p.tests[second].public
+        if {t.index: t.verdict for t in r.tests}[second] != AC:
+            caught.add(p.meta["family"])
+    assert len(caught) >= len(one_instance_per_family) // 2, sorted(caught)
+    assert len(caught) < len(one_instance_per_family), "some pitfalls only show on large inputs"
+
+
 def test_brute_force_solves_every_small_input_instance(sandbox):
     small = load("mini", split="heldout", small_inputs=1.0).problems
     results = sandbox.judge_many([(p, p.meta["solutions"]["brute"], None) for p in small])

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import unicodedata
+from dataclasses import replace
 
 import pytest
 import torch
@@ -227,6 +228,19 @@ def test_agentic_traces_fix_a_mutant_of_the_own_program_after_real_feedback(sand
     for r in (brute_slip, efficient_slip):
         assert "did not compile" in r["prompt"][-1]["content"] and "SyntaxError" in r["prompt"][-1]["content"]
     assert json.loads(rows[0]["tools"]) is None
+
+
+def test_agentic_traces_start_from_a_wrong_variant_that_a_public_test_catches(sandbox):
+    a = plus_k("plus/3", 3)
+    caught = "K=int(input())\nn=int(input())\nprint(n+K if n<2 else n)"  # wrong from n=2: public test 2
+    a = replace(a, meta={**a.meta, "solutions": {**a.meta["solutions"], "wrong": [caught]}})
+    rows = [r for r in sft_examples([a], {"brute": 0, "efficient": 0, "wrong": 0, "tools": 0, "agentic": 1},
+                                    sandbox) if r["kind"] == "efficient"]
+    first, note = rows[0]["prompt"][-2:]
+    assert extract_code(first["content"]).strip() == caught  # with the efficient plan line, as sampled
+    assert "On public test 2" in note["content"] and "Your output:\n2" in note["content"]
+    (fix,) = rows[0]["completion"]
+    assert extract_code(fix["content"]).strip() == a.meta["solutions"]["efficient"].strip()
 
 
 def test_mutants_are_deterministic_slips_that_keep_reading_the_input():

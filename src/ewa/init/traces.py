@@ -7,8 +7,9 @@ chat template's own format (the same opening messages, tool schema and feedback 
   crashes or does not compile (a slip of the reference, see ewa.init.mutants), show the real traceback,
   then answer with the correct program: most of a small model's calls crash, and an answer written
   after a traceback it never saw in training is noise.
-- agentic: a first attempt with a slip (the first generic mutant of the reference program that fails a
-  public test, else a sibling instance's differing program; then the first that crashes, and a syntax
+- agentic: a first attempt with a slip (a wrong variant of the efficient program that a public test
+  catches, else the first generic mutant of the reference program that fails a public test, else a
+  sibling instance's differing program; then the first that crashes, and a syntax
   slip), the real public-test feedback, then the corrected program. Only attempts that fail a public
   test give a trace.
 
@@ -118,10 +119,14 @@ def siblings(problem: Problem, family: list[Problem]) -> list[Problem]:
 
 
 def first_attempts(problem: Problem, family: list[Problem], kind: str) -> Iterator[str]:
-    """Candidate failing first attempts of `kind`: this problem's own reference program's mutants (a slip
-    a model that learned the family makes), then the siblings' programs (different when the family's
-    parameters live in the code)."""
-    own = (problem.meta.get("solutions") or {}).get(kind)
+    """Candidate failing first attempts of `kind`: for the efficient kind the family's wrong variants (the
+    pitfall; a public test shows it for some families), then this problem's own reference program's
+    mutants (a slip a model that learned the family makes), then the siblings' programs (different when
+    the family's parameters live in the code)."""
+    solutions = problem.meta.get("solutions") or {}
+    own = solutions.get(kind)
+    if kind == "efficient":  # a wrong variant is an efficient attempt with the family's pitfall
+        yield from solutions.get("wrong") or []
     if own:
         yield from islice((m for _, m in mutants(own)), MAX_MUTANTS)
     for other in siblings(problem, family):

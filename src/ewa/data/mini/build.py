@@ -3,9 +3,11 @@
 Every test's input starts with the instance's parameter line, which the family's shared programs read
 first; the statement names the values and says so.
 
-Expected outputs come from the efficient reference run in this process (our own trusted code). The
-public tests are regenerated (deterministically) until every wrong variant passes them, so a wrong
-variant's failures are only ever on hidden tests.
+Expected outputs come from the efficient reference run in this process (our own trusted code). The two
+public tests are chosen (deterministically, by regenerating) the way a problem setter picks examples:
+every wrong variant passes the smallest, and the second exposes a wrong variant where some small input
+can (a wrong variant that no small input catches fails only on hidden tests). So under `agentic` a
+first attempt with the family's pitfall can get feedback that shows it, as real examples often do.
 
 A held-out instance may be built with small inputs only (`small_inputs`): its suite stops at the
 smaller half of the levels, which the brute force passes within the limits, so slow-but-correct code
@@ -78,6 +80,12 @@ def _passes(source: str, stdin: str, expected: str) -> bool:
         return False
 
 
+def _is_example(level: int, wrong_passes: list[bool]) -> bool:
+    """Whether a public test fits its place: the smallest lets every wrong variant pass; the second
+    catches one (when the family has any)."""
+    return all(wrong_passes) if level == 0 else not wrong_passes or not all(wrong_passes)
+
+
 SMALL_LEVELS = LEVELS // 2  # the smaller half: the brute force passes every one (scripts/check_mini.py)
 
 
@@ -97,11 +105,12 @@ def build_problem(inst: Instance, seed: int = 0, small: bool = False) -> Problem
                 continue  # the size order must be the level order (tiers are prefixes of it)
             expected = run_source(_compiled(sol["efficient"]), stdin)
             test = make_test(stdin, expected, public=level < PUBLIC_LEVELS)
-            if level >= PUBLIC_LEVELS or all(_passes(w, stdin, expected) for w in sol["wrong"]):
+            if level >= PUBLIC_LEVELS or _is_example(level, [_passes(w, stdin, expected) for w in sol["wrong"]]):
                 break
             fallback = fallback or test
         else:
-            # Level 1 is best effort; the smallest test must let every wrong variant pass.
+            # Level 1 is best effort (no small input catches the wrong variants: the first one then);
+            # the smallest test must let every wrong variant pass.
             if level == 0 or fallback is None:
                 raise RuntimeError(f"{inst.id}: no suitable test at level {level} in {ATTEMPTS} attempts")
             test = fallback
