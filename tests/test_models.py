@@ -27,7 +27,7 @@ from ewa.init.tiny import CHAT_TEMPLATE, ENDOFTEXT, IM_END, IM_START, build_tiny
 from ewa.sandbox import sandbox_from_config
 from ewa.sandbox.extract import extract_code
 from ewa.problems import Problem, make_test, write_problems
-from ewa.prompts import SYSTEM_PROMPT, TOOLS_SYSTEM, reasoning_messages, tools_messages
+from ewa.prompts import SYSTEM_PROMPT, TOOLS_SYSTEM, agentic_messages, reasoning_messages, tools_messages
 
 SAMPLES = [
     "def f(x):\n    return x ** 2  # café, naïve, 日本語 😀\n",
@@ -147,8 +147,10 @@ def test_chat_format_strings_are_single_tokens_and_text_is_unchanged(tmp_path):
 
 def test_sft_examples_mix_brute_efficient_and_wrong():
     rows = sft_examples([problem("toy/a")], {"brute": 2, "efficient": 2, "wrong": 1, "tools": 1, "agentic": 1})
-    kinds = [r["kind"] for r in rows]
-    assert kinds.count("brute") == 2 and kinds.count("efficient") == 2 and kinds.count("wrong") == 2
+    for setting in ("reasoning", "agentic"):  # without a sandbox: no traces, but the agentic first turns
+        kinds = [r["kind"] for r in rows if r["setting"] == setting]
+        assert kinds.count("brute") == 2 and kinds.count("efficient") == 2 and kinds.count("wrong") == 2
+    assert len(rows) == 12
     wrong = next(r for r in rows if r["kind"] == "wrong")["completion"][0]["content"]
     efficient = next(r for r in rows if r["kind"] == "efficient")["completion"][0]["content"]
     # a wrong attempt announces the same plan as a correct efficient one
@@ -228,6 +230,18 @@ def test_agentic_traces_fix_a_mutant_of_the_own_program_after_real_feedback(sand
     for r in (brute_slip, efficient_slip):
         assert "did not compile" in r["prompt"][-1]["content"] and "SyntaxError" in r["prompt"][-1]["content"]
     assert json.loads(rows[0]["tools"]) is None
+
+
+def test_agentic_first_turns_are_trained_like_reasoning_answers_per_kind(sandbox):
+    a = plus_k("plus/3", 3)
+    mix = {"brute": 1, "efficient": 2, "wrong": 0, "tools": 0, "agentic": 1}
+    rows = sft_examples([a], mix, sandbox)
+    reasoning = [r for r in rows if r["setting"] == "reasoning"]
+    first = [r for r in rows if r["setting"] == "agentic" and len(r["prompt"]) == 2]
+    assert [r["kind"] for r in first] == [r["kind"] for r in reasoning] == ["brute", "efficient", "efficient"]
+    for r, twin in zip(first, reasoning):
+        assert r["prompt"] == agentic_messages(a) and r["completion"] == twin["completion"]
+    assert not [r for r in sft_examples([a], {**mix, "agentic": 0}, sandbox) if r["setting"] == "agentic"]
 
 
 def test_agentic_traces_start_from_a_wrong_variant_that_a_public_test_catches(sandbox):

@@ -7,11 +7,11 @@ chat template's own format (the same opening messages, tool schema and feedback 
   crashes or does not compile (a slip of the reference, see ewa.init.mutants), show the real traceback,
   then answer with the correct program: most of a small model's calls crash, and an answer written
   after a traceback it never saw in training is noise.
-- agentic: a first attempt with a slip (a wrong variant of the efficient program that a public test
-  catches, else the first generic mutant of the reference program that fails a public test, else a
-  sibling instance's differing program; then the first that crashes, and a syntax
-  slip), the real public-test feedback, then the corrected program. Only attempts that fail a public
-  test give a trace.
+- agentic: the first turn answered like a reasoning prompt, per kind; and a first attempt with a slip
+  (a wrong variant of the efficient program that a public test catches, else the first generic mutant
+  of the reference program that fails a public test, else a sibling instance's differing program; then
+  the first that crashes, and a syntax slip), the real public-test feedback, then the corrected
+  program. Only attempts that fail a public test give a feedback trace.
 
 Every row is a TRL conversational prompt-completion example. The loss falls on the assistant turns of
 the completion only (completion- and assistant-only loss): never on tool outputs or feedback, and never
@@ -58,6 +58,13 @@ def row(prompt: list[dict], completion: list[dict], kind: str, problem: Problem,
 def reasoning_rows(problem: Problem) -> list[dict]:
     return [row(reasoning_messages(problem), [{"role": "assistant", "content": code_answer(src, kind)}], kind,
                 problem, "reasoning") for kind, src in solution_variants(problem)]
+
+
+def agentic_first_turn_rows(problem: Problem) -> list[dict]:
+    """The agentic opening answered like a reasoning prompt. Left to transfer from reasoning, the untrained
+    first turn collapsed in some inits (garbled code with a tool call's JSON escapes, seed 105)."""
+    return [row(agentic_messages(problem), [{"role": "assistant", "content": code_answer(src, kind)}], kind,
+                problem, "agentic") for kind, src in solution_variants(problem)]
 
 
 def tool_call(kind: str, code: str, stdin: str) -> dict:
@@ -169,12 +176,13 @@ def agentic_rows(problem: Problem, family: list[Problem], sandbox) -> list[dict]
 
 
 def sft_examples(problems: Sequence[Problem], mix: dict, sandbox=None) -> list[dict]:
-    """Every row of the warm start, repeated per `mix` (reasoning rows per kind; tools and agentic rows
-    per trace), in a fixed order: the trainer shuffles by seed. `sandbox` runs the tools and agentic
-    candidates; without one (or with both counts 0) there are only reasoning rows."""
+    """Every row of the warm start, repeated per `mix` (reasoning rows and, when mix['agentic'] > 0, agentic
+    first turns per kind; tools and agentic rows per trace), in a fixed order: the trainer shuffles by
+    seed. `sandbox` runs the tools and agentic candidates; without one there are no traces."""
     rows = []
     for problem in problems:
-        for r in reasoning_rows(problem):
+        first_turns = agentic_first_turn_rows(problem) if mix.get("agentic") else []
+        for r in reasoning_rows(problem) + first_turns:
             rows += [r] * int(mix[r["kind"]])
     if sandbox is None or not (mix.get("tools") or mix.get("agentic")):
         return rows
