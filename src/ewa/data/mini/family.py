@@ -27,7 +27,7 @@ class Family:
     statement: str  # str.format template over the params
     brute: str  # program body; the line reading the params is inserted after its imports
     efficient: str
-    wrong: tuple[str, ...]  # plausible efficient programs that pass the public tests but not all
+    wrong: tuple[str, ...]  # plausible efficient programs that pass the smallest test but not all
     train: tuple[dict, ...]
     heldout: tuple[dict, ...]  # unseen parameter values of the same family
     sizes: Callable[[dict], list[int]]  # params -> the size knob n for each of the LEVELS tests
