@@ -3,7 +3,7 @@ each run's frontier.csv and behaviour.csv, plus the share of tools samples with 
 (a well-formed call, from the sample files) and the share whose first attempt failed on correctness (from
 the evaluations: the most samples a second agentic turn can follow).
 
-    python scripts/settings_table.py results 105 106 107 108 109 [--benchmark mini]
+    python scripts/settings_table.py results 110 111 112 113 114 [--benchmark mini]
 """
 from __future__ import annotations
 
