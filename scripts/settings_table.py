@@ -1,32 +1,31 @@
 """Print the README's "what each setting measures" table: per setting and alpha, the mean over seeds of
-each run's frontier.csv and behaviour.csv, plus the share of tools samples with a call the sandbox ran
-(a well-formed call, from the sample files) and the share whose first attempt failed on correctness (from
-the evaluations: the most samples a second agentic turn can follow).
+each run's frontier.csv and behaviour.csv, plus, from the evaluations, the share of tools samples with a call the sandbox ran
+(a well-formed call) and the share whose first attempt failed on correctness (the most samples a second
+agentic turn can follow).
 
     python scripts/settings_table.py results 110 111 112 113 114 [--benchmark mini]
 """
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import pandas as pd
 
+from ewa.verdicts import CORRECTNESS_FAILURES
+
 SETTINGS = ("reasoning", "tools", "agentic")
 
 
-def tool_ran_share(samples: Path) -> float:
-    """Share of samples with at least one call the sandbox ran (anything but a malformed call)."""
-    rows = [json.loads(line) for line in samples.read_text().splitlines() if line.strip()]
-    return sum(any(o != "malformed" for o in r.get("tool_outcomes") or []) for r in rows) / len(rows)
-
-
-def first_correctness_failures(evals: Path) -> float:
-    """Share of samples whose first attempt failed on correctness (WA/RE/CE): a second agentic turn needs a
-    failed public test, and a slow-but-correct attempt passes the small public examples."""
-    first = pd.read_parquet(evals, columns=["first_verdict"])["first_verdict"]
-    return float(first.isin(["WA", "RE", "CE"]).mean())
+def evaluation_shares(evals: Path) -> tuple[float, float]:
+    """From one evaluation table: the share of samples with a call the sandbox ran (any outcome but a
+    malformed call), and the share whose first attempt failed on
+    correctness (a second agentic turn needs a failed public test, and a slow-but-correct attempt passes
+    the small public examples)."""
+    t = pd.read_parquet(evals, columns=["first_verdict", "tool_outcomes"])
+    ran = t["tool_outcomes"].map(lambda o: o is not None and any(x != "malformed" for x in o)).mean()
+    first_corr = t["first_verdict"].isin(CORRECTNESS_FAILURES).mean()
+    return float(ran), float(first_corr)
 
 
 def seed_table(run: Path, benchmark: str, setting: str) -> pd.DataFrame:
@@ -35,10 +34,10 @@ def seed_table(run: Path, benchmark: str, setting: str) -> pd.DataFrame:
     t = frontier[["alpha", "ac_rate", "optimization_failure_rate", "correctness_failure_rate", "share_CE"]].merge(
         behaviour[["alpha", "tool_call_share", "tool_ran_share", "multi_turn_share", "first_ac_rate",
                    "tokens_per_sample"]], on="alpha")
-    t["call_ran"] = [tool_ran_share(run / "samples" / f"alpha{a:+.2f}" / benchmark / f"{setting}.jsonl")
-                     if setting == "tools" else float("nan") for a in t["alpha"]]
-    t["first_corr"] = [first_correctness_failures(run / "evals" / f"alpha{a:+.2f}" / benchmark / f"{setting}.parquet")
-                       for a in t["alpha"]]
+    shares = [evaluation_shares(run / "evals" / f"alpha{a:+.2f}" / benchmark / f"{setting}.parquet")
+              for a in t["alpha"]]
+    t["call_ran"] = [ran if setting == "tools" else float("nan") for ran, _ in shares]
+    t["first_corr"] = [first_corr for _, first_corr in shares]
     return t
 
 

@@ -55,16 +55,20 @@ def row(prompt: list[dict], completion: list[dict], kind: str, problem: Problem,
             "problem_id": problem.id}
 
 
+def answer_rows(problem: Problem, opening: list[dict], setting: str) -> list[dict]:
+    """`opening` answered directly with each reference program, under its kind's plan line."""
+    return [row(opening, [{"role": "assistant", "content": code_answer(src, kind)}], kind, problem, setting)
+            for kind, src in solution_variants(problem)]
+
+
 def reasoning_rows(problem: Problem) -> list[dict]:
-    return [row(reasoning_messages(problem), [{"role": "assistant", "content": code_answer(src, kind)}], kind,
-                problem, "reasoning") for kind, src in solution_variants(problem)]
+    return answer_rows(problem, reasoning_messages(problem), "reasoning")
 
 
 def agentic_first_turn_rows(problem: Problem) -> list[dict]:
     """The agentic opening answered like a reasoning prompt. Left to transfer from reasoning, the untrained
     first turn collapsed in some inits (garbled code with a tool call's JSON escapes, seed 105)."""
-    return [row(agentic_messages(problem), [{"role": "assistant", "content": code_answer(src, kind)}], kind,
-                problem, "agentic") for kind, src in solution_variants(problem)]
+    return answer_rows(problem, agentic_messages(problem), "agentic")
 
 
 def tool_call(kind: str, code: str, stdin: str) -> dict:
