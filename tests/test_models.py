@@ -21,7 +21,7 @@ from helpers import PICO
 from ewa.cli import main
 from ewa.chat import PYTHON_TOOL, parse_turn, supports_tools, add_response_parser
 from ewa.config import section
-from ewa.init.mutants import mutants, syntax_slips
+from ewa.init.mutants import input_slips, mutants, syntax_slips
 from ewa.init.traces import sft_examples
 from ewa.init.tiny import CHAT_TEMPLATE, ENDOFTEXT, IM_END, IM_START, build_tiny_model, train_tokenizer
 from ewa.sandbox import sandbox_from_config
@@ -198,16 +198,29 @@ def test_tool_recovery_traces_answer_correctly_after_a_real_crash(sandbox):
     a, b = plus_k("plus/3", 3), plus_k("plus/7", 7)
     rows = [r for r in sft_examples([a, b], {"brute": 0, "efficient": 0, "wrong": 0, "tools": 1, "agentic": 0},
                                     sandbox) if r["problem_id"] == a.id and len(r["completion"]) == 1]
-    # per correct program: a syntax slip and (where a mutant crashes) a runtime error; wrong programs get none
-    assert [r["kind"] for r in rows] == ["brute", "brute", "efficient"]
-    outputs = [r["prompt"][-1]["content"] for r in rows]
-    assert "SyntaxError" in outputs[0] and "IndexError" in outputs[1] and "SyntaxError" in outputs[2]
-    for r in rows:
+    # per correct program: a syntax slip, and the program itself on a misread input; wrong programs get none
+    assert [r["kind"] for r in rows] == ["brute", "brute", "efficient", "efficient"]
+    public = a.public_tests[0][1].input  # "3\n1\n1\n"
+    for r, error in zip(rows, ("SyntaxError", "IndexError", "SyntaxError", "ValueError")):
         call, output = r["prompt"][-2:]
-        slip = call["tool_calls"][0]["function"]["arguments"]["code"]
-        assert output["role"] == "tool" and slip != a.meta["solutions"][r["kind"]]
+        args = call["tool_calls"][0]["function"]["arguments"]
+        assert output["role"] == "tool" and error in output["content"]  # really run
+        reference = a.meta["solutions"][r["kind"]]
+        if error == "SyntaxError":  # the program slipped: the answer fixes it
+            assert args["code"] != reference and args["stdin"] == public
+        else:  # the input was misread: the answer keeps the program that crashed
+            assert args["code"] == reference and args["stdin"] != public
         (answer,) = r["completion"]  # only the answer after the crash is trained on
-        assert extract_code(answer["content"]).strip() == a.meta["solutions"][r["kind"]].strip()
+        assert extract_code(answer["content"]).strip() == reference.strip()
+    # brute force indexes past a count one too large; the efficient sum only fails on a letter
+    assert rows[1]["prompt"][-2]["tool_calls"][0]["function"]["arguments"]["stdin"] == "3\n2\n1\n"
+    assert rows[3]["prompt"][-2]["tool_calls"][0]["function"]["arguments"]["stdin"] == "3\n1\na\n"
+
+
+def test_input_slips_misread_counts_values_and_lines():
+    assert list(input_slips("7\n3\n1 2 3\n")) == [
+        "7\n4\n1 2 3\n", "8\n3\n1 2 3\n", "7\n3\n1 2\n", "7\n3\na 2 3\n", "7\n3\n"]
+    assert list(input_slips("5\n")) == ["6\n", "\n", "a\n"]
 
 
 def test_agentic_traces_fix_a_mutant_of_the_own_program_after_real_feedback(sandbox):

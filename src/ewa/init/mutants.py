@@ -115,3 +115,27 @@ SYNTAX_SLIPS: tuple[tuple[str, Callable[[str], list[Site]]], ...] = (
 def syntax_slips(source: str) -> Iterator[tuple[str, str]]:
     """(slip name, program) for every syntax slip of `source`, in a fixed order; none of them compiles."""
     return ((name, program) for name, program, compiles in _variants(source, SYNTAX_SLIPS) if not compiles)
+
+
+# Most of a small model's tool calls crash on the input, not the program: it writes the example input
+# from memory, a count one too large or a value missing (IndexError, ValueError in ~75% of the crashed
+# calls of seed 111's tools samples). Traces that call a correct program on such a misread input teach
+# that a traceback at the input does not make the program wrong.
+def input_slips(stdin: str) -> Iterator[str]:
+    """Misreadings of a test input, in a fixed order: a count line one too large (from the last), the last
+    line's last value dropped, its first value replaced by a letter, the last line dropped. Each differs
+    from `stdin` and from every earlier one."""
+    lines = stdin.rstrip("\n").split("\n")
+    last = lines[-1].split()
+    candidates = [lines[:k] + [str(int(line) + 1)] + lines[k + 1:] for k, line in reversed(list(enumerate(lines)))
+                  if re.fullmatch(r"-?\d+", line.strip())]
+    if last:
+        candidates += [lines[:-1] + [" ".join(last[:-1])], lines[:-1] + [" ".join(["a"] + last[1:])]]
+    if len(lines) > 1:
+        candidates.append(lines[:-1])
+    seen = {stdin}
+    for candidate in candidates:
+        text = "\n".join(candidate) + "\n"
+        if text not in seen:
+            seen.add(text)
+            yield text

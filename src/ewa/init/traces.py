@@ -3,10 +3,12 @@ chat template's own format (the same opening messages, tool schema and feedback 
 
 - reasoning: the prompt, then a plan line and the program.
 - tools: the model calls the python tool on its candidate with the first public input, reads the output
-  (a `tool` message), then answers with the program. Recovery traces start from a call whose program
-  crashes or does not compile (a slip of the reference, see ewa.init.mutants), show the real traceback,
-  then answer with the correct program: most of a small model's calls crash, and an answer written
-  after a traceback it never saw in training is noise.
+  (a `tool` message), then answers with the program. Recovery traces show the real traceback of a call
+  that crashes, then answer with the correct program: a call whose program does not compile (a syntax
+  slip, see ewa.init.mutants), and a call of the correct program on a misread input (`input_slips`),
+  answered with the same program. Most of a small model's calls crash, mostly on an input it wrote from
+  memory; an answer written after a traceback it never saw in training is noise, and one trained only
+  to change the program after any traceback rewrites programs that were right.
 - agentic: the first turn answered like a reasoning prompt, per kind; and a first attempt with a slip
   (a wrong variant of the efficient program that a public test catches, else the first generic mutant
   of the reference program that fails a public test, else a sibling instance's differing program; then
@@ -29,7 +31,7 @@ from typing import Iterator, Sequence
 from tqdm import tqdm
 
 from ewa.chat import PYTHON_TOOL
-from ewa.init.mutants import mutants, syntax_slips
+from ewa.init.mutants import input_slips, mutants, syntax_slips
 from ewa.problems import Problem
 from ewa.verdicts import RE
 from ewa.prompts import agentic_messages, code_answer, feedback, reasoning_messages, tool_output, tools_messages
@@ -85,16 +87,11 @@ def run_tool(sandbox, problem: Problem, code: str, stdin: str):
     return result, {"role": "tool", "name": "python", "content": tool_output(result, problem.time_limit_s)}
 
 
-def crashing_slips(source: str) -> Iterator[str]:
-    """A syntax slip of `source`, then its mutants (the caller keeps those that crash)."""
-    yield from islice((s for _, s in syntax_slips(source)), 1)
-    yield from islice((m for _, m in mutants(source)), MAX_MUTANTS)
-
-
 def tool_rows(problem: Problem, sandbox) -> list[dict]:
     """One row per reference program (the tool call, its output, and the answer), and per correct program
-    two recovery rows: a call of a slip that does not compile, and of the first mutant that crashes, in
-    the prompt with their real output; the answer is the correct program."""
+    two recovery rows, each in the prompt with its real output: a call of a slip that does not compile,
+    answered with the correct program, and a call of the correct program on the first misreading of the
+    input that crashes it (`input_slips`), answered with that same program."""
     public = problem.public_tests
     if not public:
         return []
@@ -108,13 +105,16 @@ def tool_rows(problem: Problem, sandbox) -> list[dict]:
     for kind, src in solution_variants(problem):
         if kind == "wrong":
             continue
+        crashes = [(slip, stdin) for _, slip in islice(syntax_slips(src), 1)]
+        crashes += [(src, misread) for misread in islice(input_slips(stdin), CRASH_TRIES)]
         recovered = 0
-        for slip in islice(crashing_slips(src), CRASH_TRIES):
-            result, output = run_tool(sandbox, problem, slip, stdin)
+        for code, call_stdin in crashes:
+            result, output = run_tool(sandbox, problem, code, call_stdin)
             if result.status == "ok":
                 continue
             answer = {"role": "assistant", "content": code_answer(src, kind)}
-            rows.append(row(opening + [tool_call(kind, slip, stdin), output], [answer], kind, problem, "tools", TOOLS))
+            rows.append(row(opening + [tool_call(kind, code, call_stdin), output], [answer], kind, problem,
+                            "tools", TOOLS))
             recovered += 1
             if recovered == 2:
                 break
