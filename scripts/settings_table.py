@@ -1,9 +1,9 @@
 """Print the README's "what each setting measures" table: per setting and alpha, the mean over seeds of
-each run's frontier.csv and behaviour.csv, plus, from the evaluations, the share of tools samples with a call the sandbox ran
-(a well-formed call) and the share whose first attempt failed on correctness (the most samples a second
-agentic turn can follow).
+each run's frontier.csv and behaviour.csv, plus, from the evaluations, the share of tools samples with a
+call the sandbox ran (a well-formed call) and the share whose first attempt failed on correctness (the
+most samples a second agentic turn can follow).
 
-    python scripts/settings_table.py results 110 111 112 113 114 [--benchmark mini]
+    python scripts/settings_table.py results 115 116 117 118 119 [--benchmark mini]
 """
 from __future__ import annotations
 
@@ -19,9 +19,8 @@ SETTINGS = ("reasoning", "tools", "agentic")
 
 def evaluation_shares(evals: Path) -> tuple[float, float]:
     """From one evaluation table: the share of samples with a call the sandbox ran (any outcome but a
-    malformed call), and the share whose first attempt failed on
-    correctness (a second agentic turn needs a failed public test, and a slow-but-correct attempt passes
-    the small public examples)."""
+    malformed call), and the share whose first attempt failed on correctness (a second agentic turn needs
+    a failed public test, and a slow-but-correct attempt passes the small public examples)."""
     t = pd.read_parquet(evals, columns=["first_verdict", "tool_outcomes"])
     ran = t["tool_outcomes"].map(lambda o: o is not None and any(x != "malformed" for x in o)).mean()
     first_corr = t["first_verdict"].isin(CORRECTNESS_FAILURES).mean()

@@ -118,8 +118,8 @@ def syntax_slips(source: str) -> Iterator[tuple[str, str]]:
 
 
 # Most of a small model's tool calls crash on the input, not the program: it writes the example input
-# from memory, a count one too large or a value missing (IndexError, ValueError in ~75% of the crashed
-# calls of seed 111's tools samples). Traces that call a correct program on such a misread input teach
+# from memory, a count one too large or a value missing (IndexError and ValueError were most of the
+# crashed calls in seed 111's tools samples). Traces that call a correct program on such a misread input teach
 # that a traceback at the input does not make the program wrong.
 def input_slips(stdin: str) -> Iterator[str]:
     """Misreadings of a test input, in a fixed order: a count line one too large (from the last), the last

@@ -40,7 +40,7 @@ NO_TOOLS = json.dumps(None)  # TRL reads a `tools` column as JSON; null renders 
 TOOLS = json.dumps([PYTHON_TOOL])
 PLAN_CALL = "Let me run it on the first example."
 MAX_MUTANTS = 40  # mutants tried per kind before falling back to a sibling's program
-CRASH_TRIES = 12  # programs run per kind looking for one that crashes (each run costs the init time)
+CRASH_TRIES = 12  # candidates (programs or misread inputs) run per kind looking for a crash; each run costs init time
 
 
 def solution_variants(problem: Problem) -> list[tuple[str, str]]:
@@ -107,12 +107,12 @@ def tool_rows(problem: Problem, sandbox) -> list[dict]:
             continue
         crashes = [(slip, stdin) for _, slip in islice(syntax_slips(src), 1)]
         crashes += [(src, misread) for misread in islice(input_slips(stdin), CRASH_TRIES)]
+        answer = {"role": "assistant", "content": code_answer(src, kind)}
         recovered = 0
         for code, call_stdin in crashes:
             result, output = run_tool(sandbox, problem, code, call_stdin)
             if result.status == "ok":
                 continue
-            answer = {"role": "assistant", "content": code_answer(src, kind)}
             rows.append(row(opening + [tool_call(kind, code, call_stdin), output], [answer], kind, problem,
                             "tools", TOOLS))
             recovered += 1
