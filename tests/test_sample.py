@@ -147,6 +147,27 @@ def test_hf_decode_loop_draws_what_transformers_generate_draws(pico):
     assert len({c.token_count for c in ours}) > 1  # rows did end at different steps
 
 
+def test_hf_cache_grown_in_place_samples_what_a_concatenating_cache_samples(pico, monkeypatch):
+    """RoomyLayer against transformers' DynamicLayer, bit for bit: shared prefixes copied to rows, rows
+    leaving the batch, and buffers that fill up and grow mid-generation (room 3)."""
+    from transformers import DynamicCache
+
+    import ewa.sample.backends.hf as hf_backend
+
+    tok = load_tokenizer(pico)
+    backend = make_backend("hf", pico, tok, config(batch_size=8))
+    prompts = [render(tok, [{"role": "user", "content": text}]) for text in
+               ("print the sum", "Read two integers and print their sum. " * 3, "echo")] * 3
+    seeds = list(range(200, 209))
+    roomy = hf_backend.roomy_cache
+    monkeypatch.setattr(hf_backend, "roomy_cache", lambda config, room: roomy(config, room=3))
+    grown = backend.generate(prompts, seeds, 40, 1.0, 0.95)
+    monkeypatch.setattr(hf_backend, "roomy_cache", lambda config, room: DynamicCache(config=config))
+    concatenated = backend.generate(prompts, seeds, 40, 1.0, 0.95)
+    assert grown == concatenated
+    assert len({c.token_count for c in grown}) > 1 and max(c.token_count for c in grown) > 3
+
+
 def test_hf_rows_with_their_own_budgets_match_their_lone_runs(pico):
     tok = load_tokenizer(pico)
     backend = make_backend("hf", pico, tok, config(batch_size=8))

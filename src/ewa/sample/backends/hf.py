@@ -14,6 +14,9 @@ Prompts that share a prefix are prefilled through it once (vLLM's prefix caching
 n samples of a problem share their whole first prompt, and a later turn of a tools or agentic
 conversation shares the turns before it with the problem's other samples. The shared prefix's KV cache
 is computed once per group and copied to its rows; each row then prefills only the rest of its prompt.
+
+The KV cache grows in place (RoomyLayer): transformers' DynamicLayer concatenates every step, copying
+the whole cache of every layer to append one token, a sixth of the miniature's sampling time.
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from typing import Sequence
 
 import torch
 from transformers import AutoModelForCausalLM, DynamicCache, LogitsProcessor
+from transformers.cache_utils import DynamicLayer
 
 from ewa.sample.backends import Backend, Completion
 from ewa.chat import stop_token_ids
@@ -73,6 +77,52 @@ class SeededSampler(LogitsProcessor):
         cdf = sorted_p.cumsum(-1)
         pos = torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(1)).clamp_(max=cdf.shape[1] - 1)
         return order.gather(1, pos)
+
+
+class RoomyLayer(DynamicLayer):
+    """A DynamicLayer whose keys and values are views of buffers with `room` spare positions: a step
+    writes its token in place instead of concatenating, and a buffer grows only when full. Attention
+    reads the same values in the same shapes, so logits are bit-identical to DynamicLayer's."""
+
+    def __init__(self, room: int):
+        super().__init__()
+        self.room, self.length = room, 0
+        self._keys = self._values = None
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        end = self.length + key_states.shape[-2]
+        if self._keys is None or end > self._keys.shape[-2]:
+            self._keys, self._values = (self._grown(b, s, end + self.room)
+                                        for b, s in ((self._keys, key_states), (self._values, value_states)))
+        self._keys[..., self.length:end, :] = key_states
+        self._values[..., self.length:end, :] = value_states
+        self.length = end
+        self._view()
+        return self.keys, self.values
+
+    def _grown(self, buffer, states, capacity):
+        shape = (*states.shape[:-2], capacity, states.shape[-1])
+        grown = states.new_zeros(shape)
+        if buffer is not None:
+            grown[..., :self.length, :] = buffer[..., :self.length, :]
+        return grown
+
+    def _view(self):
+        self.keys, self.values = self._keys[..., :self.length, :], self._values[..., :self.length, :]
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        if self.length:
+            self._keys, self._values = self._keys[indices, ...], self._values[indices, ...]
+            self._view()
+
+
+def roomy_cache(config, room: int) -> DynamicCache:
+    """A DynamicCache whose full-attention layers grow in place (sliding-window layers stay as they are)."""
+    cache = DynamicCache(config=config)
+    cache.layers = [RoomyLayer(room) if type(layer) is DynamicLayer else layer for layer in cache.layers]
+    return cache
 
 
 class HFBackend(Backend):
@@ -132,7 +182,7 @@ class HFBackend(Backend):
         budget = torch.tensor(budgets, device=self.device)
         rows = torch.arange(len(prompt_ids), device=self.device)  # the batch rows still generating
         generated = [[] for _ in prompt_ids]
-        cache = DynamicCache(config=self.model.config)
+        cache = roomy_cache(self.model.config, room=max(budgets))
         logits, mask = self._prefill(prompt_ids, cache)
         for step in range(max(budgets)):
             if step:
