@@ -168,6 +168,30 @@ def test_hf_cache_grown_in_place_samples_what_a_concatenating_cache_samples(pico
     assert len({c.token_count for c in grown}) > 1 and max(c.token_count for c in grown) > 3
 
 
+def test_roomy_layer_edits_like_a_dynamic_layer():
+    """crop, repeat, reorder, select and reset between updates: the same keys and values as DynamicLayer's."""
+    import torch
+    from transformers.cache_utils import DynamicLayer
+
+    from ewa.sample.backends.hf import RoomyLayer
+
+    gen = torch.Generator().manual_seed(0)
+    first, later, fresh = ((torch.randn(2, 1, n, 4, generator=gen), torch.randn(2, 1, n, 4, generator=gen))
+                           for n in (5, 3, 1))
+    edits = [lambda c: c.update(*first), lambda c: c.crop(-2), lambda c: c.batch_repeat_interleave(2),
+             lambda c: c.reorder_cache(torch.tensor([3, 0, 1, 2])),
+             lambda c: c.batch_select_indices(torch.tensor([1, 2])), lambda c: c.update(*later)]
+    roomy, dynamic = RoomyLayer(room=2), DynamicLayer()
+    for edit in edits:
+        edit(roomy)
+        edit(dynamic)
+        assert torch.equal(roomy.keys, dynamic.keys) and torch.equal(roomy.values, dynamic.values)
+    roomy.reset()
+    dynamic.reset()
+    assert torch.equal(roomy.update(*fresh)[0], dynamic.update(*fresh)[0])
+    assert roomy.get_seq_length() == dynamic.get_seq_length() == 1
+
+
 def test_hf_rows_with_their_own_budgets_match_their_lone_runs(pico):
     tok = load_tokenizer(pico)
     backend = make_backend("hf", pico, tok, config(batch_size=8))

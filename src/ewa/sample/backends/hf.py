@@ -117,6 +117,29 @@ class RoomyLayer(DynamicLayer):
             self._keys, self._values = self._keys[indices, ...], self._values[indices, ...]
             self._view()
 
+    # The parent's other edits replace keys and values: take those as the buffers (full, so the next
+    # update grows them).
+    def crop(self, tokens_to_remove: int) -> None:
+        super().crop(tokens_to_remove)
+        self._adopt()
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        super().batch_repeat_interleave(repeats)
+        self._adopt()
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        super().reorder_cache(beam_idx)
+        self._adopt()
+
+    def reset(self) -> None:
+        super().reset()
+        self._keys = self._values = None
+        self.length = 0
+
+    def _adopt(self):
+        if self.is_initialized and self.length:
+            self._keys, self._values, self.length = self.keys, self.values, self.keys.shape[-2]
+
 
 def roomy_cache(config, room: int) -> DynamicCache:
     """A DynamicCache whose full-attention layers grow in place (sliding-window layers stay as they are)."""
