@@ -3,7 +3,7 @@ each run's frontier.csv and behaviour.csv, plus, from the evaluations, the share
 call the sandbox ran (a well-formed call) and the share whose first attempt failed on correctness (the
 most samples a second agentic turn can follow).
 
-    python scripts/settings_table.py results 115 116 117 118 119 [--benchmark mini]
+    python scripts/settings_table.py results 120 121 122 123 124 [--benchmark mini]
 """
 from __future__ import annotations
 
