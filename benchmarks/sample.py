@@ -3,8 +3,9 @@
 problems x n in one engine call, as `ewa sample` does with `sample.rows_per_call`) vs one call per
 problem (each problem's n samples waiting for their longest), on each backend, the hf backend's shared
 prefixes (a problem's samples prefilled through their common prompt once) vs every prompt prefilled on
-its own, its KV cache grown in place vs transformers' concatenating DynamicCache, and data-parallel vLLM (two engines on half the cores each, `sample.data_parallel_size: 2`) vs
-one engine on all, in one run.
+its own, its KV cache grown in place vs transformers' concatenating DynamicCache, and data-parallel
+vLLM (two engines on half the cores each, `sample.data_parallel_size: 2`) vs one engine on all, in one
+run.
 
 Tokens/s counts generated tokens up to each row's end of turn. The hf backend runs its own decode loop
 (per-sample seeded sampling, per-row budgets, finished rows leave the batch) where `generate` keeps every

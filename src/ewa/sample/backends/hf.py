@@ -16,7 +16,7 @@ conversation shares the turns before it with the problem's other samples. The sh
 is computed once per group and copied to its rows; each row then prefills only the rest of its prompt.
 
 The KV cache grows in place (RoomyLayer): transformers' DynamicLayer concatenates every step, copying
-the whole cache of every layer to append one token, a sixth of the miniature's sampling time.
+the whole cache of every layer to append one token (a sixth of a miniature tools job's time).
 """
 from __future__ import annotations
 
@@ -86,38 +86,38 @@ class RoomyLayer(DynamicLayer):
 
     def __init__(self, room: int):
         super().__init__()
-        self.room, self.length = room, 0
+        self.room = room
         self._keys = self._values = None
 
     def update(self, key_states, value_states, *args, **kwargs):
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
-        end = self.length + key_states.shape[-2]
+        start = self.get_seq_length()
+        end = start + key_states.shape[-2]
         if self._keys is None or end > self._keys.shape[-2]:
-            self._keys, self._values = (self._grown(b, s, end + self.room)
+            self._keys, self._values = (self._grown(b, s, start, end + self.room)
                                         for b, s in ((self._keys, key_states), (self._values, value_states)))
-        self._keys[..., self.length:end, :] = key_states
-        self._values[..., self.length:end, :] = value_states
-        self.length = end
-        self._view()
+        self._keys[..., start:end, :] = key_states
+        self._values[..., start:end, :] = value_states
+        self._view(end)
         return self.keys, self.values
 
-    def _grown(self, buffer, states, capacity):
-        shape = (*states.shape[:-2], capacity, states.shape[-1])
-        grown = states.new_zeros(shape)
+    @staticmethod
+    def _grown(buffer, states, length, capacity):
+        grown = states.new_zeros((*states.shape[:-2], capacity, states.shape[-1]))
         if buffer is not None:
-            grown[..., :self.length, :] = buffer[..., :self.length, :]
+            grown[..., :length, :] = buffer[..., :length, :]
         return grown
 
-    def _view(self):
-        self.keys, self.values = self._keys[..., :self.length, :], self._values[..., :self.length, :]
+    def _view(self, length):
+        self.keys, self.values = self._keys[..., :length, :], self._values[..., :length, :]
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
-        if self.length:
+        if length := self.get_seq_length():
             self._keys, self._values = self._keys[indices, ...], self._values[indices, ...]
-            self._view()
+            self._view(length)
 
-    # The parent's other edits replace keys and values: take those as the buffers (full, so the next
+    # The parent's other edits replace keys and values: those become the buffers (full, so the next
     # update grows them).
     def crop(self, tokens_to_remove: int) -> None:
         super().crop(tokens_to_remove)
@@ -134,11 +134,10 @@ class RoomyLayer(DynamicLayer):
     def reset(self) -> None:
         super().reset()
         self._keys = self._values = None
-        self.length = 0
 
     def _adopt(self):
-        if self.is_initialized and self.length:
-            self._keys, self._values, self.length = self.keys, self.values, self.keys.shape[-2]
+        if self.get_seq_length():
+            self._keys, self._values = self.keys, self.values
 
 
 def roomy_cache(config, room: int) -> DynamicCache:
