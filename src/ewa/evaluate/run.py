@@ -1,7 +1,9 @@
 """Judge a samples file in the sandbox and write one verdict row per sample (parquet).
 
-Resumable: finished samples are written in chunks to `<out>.partial/` and skipped on restart; the
-final file appears (atomically) only when every sample is judged.
+Resumable: finished samples are written in chunks to `<out>.partial/` and skipped on restart, but only
+by a run on the same inputs (their content, the sandbox and the judge); the final file appears
+(atomically) only when every sample has exactly one row. One run writes an output at a time
+(`ewa.io.exclusive_output`); a run that fails removes the partial results it started.
 
 A program sampled several times for one problem (a small model repeats itself: half or more of the
 miniature's samples are exact copies) is run once; its copies get the same verdict and name the
@@ -29,7 +31,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from ewa.errors import UserError
-from ewa.io import atomic_path, provenance, read_jsonl, sha256_file, write_json
+from ewa.io import atomic_path, exclusive_output, provenance, read_jsonl, sha256_file, write_json
 from ewa.problems import Problem, problems_by_id
 from ewa.sandbox.extract import extract_code
 from ewa.sandbox.results import SampleResult
@@ -144,7 +146,8 @@ def to_table(rows: list[dict]) -> pa.Table:
 
 
 class Partial:
-    """`<out>.partial/`: chunks of finished rows plus what they were judged with."""
+    """`<out>.partial/`: chunks of finished rows plus what they were judged with. Open it only while
+    holding the output's lock: it removes what killed runs left and what other inputs made."""
 
     def __init__(self, out: Path, fingerprint: dict):
         self.dir = out.with_name(out.name + ".partial")
@@ -154,9 +157,13 @@ class Partial:
                 old = json.loads(meta.read_text())
             except (OSError, json.JSONDecodeError):
                 old = None
-            if not old or old["fingerprint"] != fingerprint:
-                print(f"ewa evaluate: {self.dir} belongs to other inputs; starting afresh")
+            if not old or old.get("fingerprint") != fingerprint:
+                print(f"ewa evaluate: {self.dir} was made from other inputs; set aside, judging afresh")
                 shutil.rmtree(self.dir)
+            else:
+                for stale in self.dir.glob(".*.tmp"):  # a chunk a killed run was writing
+                    shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink()
+        self.resumed = any(self.dir.glob("chunk-*.parquet"))
         self.dir.mkdir(parents=True, exist_ok=True)
         self.meta = json.loads(meta.read_text()) if meta.exists() else {"fingerprint": fingerprint}
 
@@ -184,29 +191,42 @@ def evaluate_file(problems_path: str, samples_path: str, out: str | Path, sandbo
                   workers: int | None = None, chunk_size: int = CHUNK) -> Path:
     """Judge every sample of `samples_path`; `sandbox` and `settings` are the config's `sandbox` and
     `evaluate` sections (early_stop, judge_duplicates). An interrupted run resumes with its time factor."""
-    from ewa.sandbox import sandbox_from_config
     from ewa.sandbox.semantics import provenance as judge_provenance
     problems = problems_by_id(problems_path)
     samples = load_samples(samples_path, problems)
     judges = judge_provenance(problems[s["problem_id"]].judge for s in samples)
     tiers = load_tiers(tiers_path, problems) if tiers_path else None
     out = Path(out)
-    early_stop, judge_duplicates = settings["early_stop"], settings["judge_duplicates"]
     fingerprint = {"samples": sha256_file(samples_path), "problems": sha256_file(problems_path),
-                   "tiers": sha256_file(tiers_path) if tiers_path else None, "early_stop": early_stop,
-                   "judge_duplicates": judge_duplicates, "sandbox": sandbox, "time_factor": time_factor,
+                   "tiers": sha256_file(tiers_path) if tiers_path else None, "early_stop": settings["early_stop"],
+                   "judge_duplicates": settings["judge_duplicates"], "sandbox": sandbox, "time_factor": time_factor,
                    "calibration": sha256_file(calibration) if calibration else None,
                    "judge": {name: j["version"] for name, j in judges.items()}}
-    partial = Partial(out, fingerprint)
+    with exclusive_output(out, what="ewa evaluate"):
+        partial = Partial(out, fingerprint)
+        try:
+            judged_by = judge_all(samples, problems, tiers, partial, sandbox, settings, calibration, time_factor,
+                                  workers, chunk_size)
+            made_from = {"problems": str(problems_path), "samples": str(samples_path), "tiers": tiers_path,
+                         "calibration": calibration, "evaluate": settings, "sandbox_config": sandbox}
+            finish(out, partial, samples, provenance(made_from, **judged_by, judge=judges))
+        except Exception:
+            if not partial.resumed:  # what this run started goes with it; a resumed run's progress stays
+                shutil.rmtree(partial.dir, ignore_errors=True)
+            raise
+    return out
+
+
+def judge_all(samples, problems, tiers, partial: Partial, sandbox: dict, settings: dict, calibration, time_factor,
+              workers, chunk_size) -> dict:
+    """Judge every sample not yet in `partial`, chunk by chunk; the sandbox part of the provenance."""
+    from ewa.sandbox import sandbox_from_config
+
+    early_stop, judge_duplicates = settings["early_stop"], settings["judge_duplicates"]
     done = partial.done()
     todo = [(i, s) for i, s in enumerate(samples) if (s["problem_id"], s["sample_id"]) not in done]
-    try:
-        sb = sandbox_from_config(sandbox, calibration=calibration, workers=workers, time_factor=time_factor,
-                                 resumed_time_factor=partial.meta.get("time_factor"))
-    except Exception:
-        if not partial.chunks():  # nothing judged yet: leave nothing behind
-            shutil.rmtree(partial.dir)
-        raise
+    sb = sandbox_from_config(sandbox, calibration=calibration, workers=workers, time_factor=time_factor,
+                             resumed_time_factor=partial.meta.get("time_factor"))
     with sb:
         info = sb.info()
         partial.save_meta(time_factor=sb.time_factor, sandbox=info)
@@ -240,19 +260,27 @@ def evaluate_file(problems_path: str, samples_path: str, out: str | Path, sandbo
                 rows = []
         if rows:
             partial.write(rows)
-    record = {"problems": str(problems_path), "samples": str(samples_path), "tiers": tiers_path,
-              "calibration": calibration, "evaluate": settings, "sandbox_config": sandbox}
-    finish(out, partial, provenance(record, sandbox=info, time_factor=info["time_factor"], judge=judges))
-    return out
+    return {"sandbox": info, "time_factor": info["time_factor"]}
 
 
-def finish(out: Path, partial: Partial, record: dict) -> None:
+def check_complete(table: pa.Table, samples: list[dict], partial: Partial) -> None:
+    """Exactly one row per sample, or an error: a result is never published short or doubled."""
+    keys = list(zip(table.column("problem_id").to_pylist(), table.column("sample_id").to_pylist()))
+    expected = {(s["problem_id"], s["sample_id"]) for s in samples}
+    if len(keys) != len(set(keys)) or set(keys) != expected:
+        missing, extra = len(expected - set(keys)), len(keys) - len(set(keys) & expected)
+        raise UserError(f"{partial.dir}: holds {len(keys)} rows for {len(expected)} samples ({missing} missing, "
+                        f"{extra} duplicate or unknown); was it written by another run? Nothing was published")
+
+
+def finish(out: Path, partial: Partial, samples: list[dict], record: dict) -> None:
     tables = [pq.read_table(c) for c in partial.chunks()]
     if tables:
         table = pa.concat_tables(tables, promote_options="permissive")
         table = table.take(pc.sort_indices(table, [("_order", "ascending")])).drop_columns(["_order"])
     else:  # an empty samples file still gets a well-formed (empty) result
         table = pa.table({c: pa.array([], type=TEST_TYPE if c == "tests" else pa.null()) for c in RESULT_COLUMNS})
+    check_complete(table, samples, partial)
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"ewa": json.dumps(record, default=str)})
     with atomic_path(out) as tmp:
         pq.write_table(table, tmp)
