@@ -21,8 +21,8 @@ from ewa.sample.backends.replicas import cpu_shares, deal, gather, gpu_shares, v
 from ewa.sample.backends.vllm import vllm_python
 from ewa.chat import load_tokenizer, render
 from ewa.sample.config import SampleConfig
-from ewa.sample.records import partial_path
-from ewa.sample.run import provenance_path, sample_file
+from ewa.sample.records import HEADER_KEY, partial_path
+from ewa.sample.run import inputs_fingerprint, provenance_path, sample_file
 from ewa.sample.settings import setting_class
 
 TEXTS = ["def f(x):\n    return x + 1\n", "print(sum(map(int, input().split())))\n",
@@ -427,13 +427,63 @@ def test_resume_keeps_finished_problems_and_continues(pico, tmp_path):
     # The killed run finished its first chunk (add, echo) and was writing sq's records.
     kept = [dict(r, completion="KEPT FROM THE KILLED RUN") for r in reference[:4]]
     stale = dict(reference[4], params={**reference[4]["params"], "temperature": 0.1})  # other settings
+    inputs = inputs_fingerprint(probs, "reasoning", cfg, pico, "hf", None, None)
     with open(partial_path(out), "w") as f:
+        f.write(json.dumps({HEADER_KEY: inputs}) + "\n")
         f.writelines(json.dumps(r) + "\n" for r in kept + [stale, reference[4]])  # sq: one of two samples
         f.write(json.dumps(reference[5])[:40])  # the kill cut this line
     records = read(sample_file(probs, "reasoning", cfg, pico, out, progress=False))
     assert records[:4] == kept  # not regenerated
     assert records[4:] == reference[4:]  # regenerated exactly as in the uninterrupted run
     assert not partial_path(out).exists()
+
+
+def test_a_partial_file_of_another_model_at_the_same_path_is_set_aside(pico, tmp_path, capsys):
+    """A killed sample job, then a retrain and re-merge to the same model directory: the rerun must not
+    keep the old model's samples."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    cfg, probs = config(), problems()
+    model = tmp_path / "merged"
+    shutil.copytree(pico, model)
+    old = read(sample_file(probs, "reasoning", cfg, str(model), tmp_path / "old.jsonl", progress=False))
+    out = tmp_path / "run.jsonl"
+    with open(partial_path(out), "w") as f:  # what the killed job left: two problems done
+        f.write(json.dumps({HEADER_KEY: inputs_fingerprint(probs, "reasoning", cfg, str(model), "hf", None, None)}))
+        f.writelines("\n" + json.dumps(r) for r in old[:4])
+        f.write("\n")
+    weights = load_file(model / "model.safetensors")
+    save_file({k: v + 0.05 * torch.randn_like(v) for k, v in weights.items()}, model / "model.safetensors",
+              metadata={"format": "pt"})
+    records = read(sample_file(probs, "reasoning", cfg, str(model), out, progress=False))
+    assert "made from other inputs (model, problems or settings); set aside" in capsys.readouterr().err
+    fresh = read(sample_file(probs, "reasoning", cfg, str(model), tmp_path / "fresh.jsonl", progress=False))
+    assert records == [dict(r, model=str(model)) for r in fresh] and records[:4] != old[:4]
+    assert not partial_path(out).exists()
+
+
+def test_a_second_writer_of_the_same_samples_refuses(pico, problems_file, tmp_path, capsys):
+    from ewa.io import exclusive_output
+
+    out = tmp_path / "out.jsonl"
+    with exclusive_output(out, what="a live sample job"):
+        assert main(["sample", "--model", pico, "--problems", problems_file, "--setting", "reasoning",
+                     "--config", json.dumps({"sample": {"n": 1}}), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "another run is writing it (a live sample job on host" in err
+    assert sorted(os.listdir(tmp_path)) == ["problems.jsonl"]
+
+
+def test_short_results_are_never_published(tmp_path):
+    from ewa.sample.run import check_complete
+
+    probs = problems()
+    done = {p.id: [{"sample_id": i} for i in range(2)] for p in probs}
+    check_complete(done, probs, 2, tmp_path / "p")
+    done["echo"] = [{"sample_id": 0}]
+    with pytest.raises(UserError, match=r"problem 'echo' has samples \[0\] instead of 0..1"):
+        check_complete(done, probs, 2, tmp_path / "p")
 
 
 # --- bad input -----------------------------------------------------------------------------------------
@@ -446,22 +496,27 @@ def test_resume_keeps_finished_problems_and_continues(pico, tmp_path):
     ({"sample": {"temperature": "hot"}}, "key 'sample.temperature': expected number"),
     ({"config": "{not json"}, "--config: not valid JSON"),
     ({"model": "no-tokenizer"}, "no tokenizer"),
+    ({"model": "truncated"}, "model.safetensors: not a readable safetensors file"),
 ])
 def test_bad_input_is_one_clear_line(pico, problems_file, tmp_path, capsys, change, needle):
     model = pico
-    if change.get("model") == "no-tokenizer":
-        model = str(tmp_path / "bare")
+    if change.get("model"):
+        model = str(tmp_path / "bad")
         shutil.copytree(pico, model)
+    if change.get("model") == "no-tokenizer":
         for name in os.listdir(model):
             if name.startswith("tokenizer") or name.endswith(".jinja"):
                 os.remove(os.path.join(model, name))
+    if change.get("model") == "truncated":
+        weights = os.path.join(model, "model.safetensors")
+        os.truncate(weights, os.path.getsize(weights) // 2)
     config = change.get("config") or json.dumps({"sample": change.get("sample", {"n": 2})})
     argv = ["sample", "--model", model, "--problems", problems_file, "--setting", change.get("setting", "reasoning"),
             "--config", config, "--out", str(tmp_path / "out.jsonl"), "--max-k", change.get("max_k", "1")]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert needle in err and len(err.splitlines()) == 1, err
-    assert not (tmp_path / "out.jsonl").exists()
+    assert not [f for f in os.listdir(tmp_path) if "out" in f]  # no output, partial file or lock left
 
 
 # --- data-parallel engines ------------------------------------------------------------------------------

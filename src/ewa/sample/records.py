@@ -1,8 +1,9 @@
 """Sample records, per-sample seeds, and the resumable partial file a sampling run appends to.
 
-A run appends each finished problem's records to `<out>.partial.jsonl` (flush + fsync); a restarted
-run keeps every complete problem there, drops a torn last line, and continues. Only the finished
-file is renamed onto `<out>`.
+A run appends each finished problem's records to `<out>.partial.jsonl` (flush + fsync), after a first
+line holding the fingerprint of its inputs (model weights, problems, settings). A restarted run keeps
+every complete problem there when the fingerprint matches, drops a torn last line, and continues; a
+partial file made from other inputs is set aside whole. Only the finished file is renamed onto `<out>`.
 """
 from __future__ import annotations
 
@@ -38,16 +39,28 @@ def partial_path(out: str | os.PathLike) -> Path:
     return out.with_name(out.name.removesuffix(".jsonl") + ".partial.jsonl")
 
 
-def read_partial(path: Path, expect: dict, n: int) -> dict[str, list[dict]]:
-    """Complete problems of an interrupted run made with the same `expect` fields, by problem id.
+HEADER_KEY = "ewa_partial_inputs"
 
-    A torn last line is dropped; records made with other settings are dropped with a warning.
+
+def read_partial(path: Path, expect: dict, n: int, inputs: dict) -> dict[str, list[dict]]:
+    """Complete problems of an interrupted run on the same `inputs` (a fingerprint), by problem id.
+
+    A torn last line is dropped; a file made from other inputs, or records made with other `expect`
+    fields, are dropped with a warning.
     """
     if not path.exists():
         return {}
     by_problem: dict[str, list[dict]] = {}
     stale = 0
-    with open(path) as f:
+    with open(path, errors="replace") as f:
+        try:
+            header = json.loads(f.readline()).get(HEADER_KEY)
+        except (json.JSONDecodeError, AttributeError):
+            header = None
+        if header != inputs:
+            print(f"sample: {path}: made from other inputs (model, problems or settings); set aside, sampling "
+                  f"afresh", file=sys.stderr)
+            return {}
         for line in f:
             try:
                 rec = json.loads(line)
@@ -68,9 +81,10 @@ def read_partial(path: Path, expect: dict, n: int) -> dict[str, list[dict]]:
 class PartialWriter:
     """Appends whole problems to the partial file; each append is durable before the next starts."""
 
-    def __init__(self, path: Path, kept: dict[str, list[dict]]):
+    def __init__(self, path: Path, kept: dict[str, list[dict]], inputs: dict):
         self.path = path
         with atomic_path(path) as tmp, open(tmp, "w") as f:  # rewrite without torn or stale lines
+            f.write(json.dumps({HEADER_KEY: inputs}) + "\n")
             for recs in kept.values():
                 f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in recs)
         self.f = open(path, "a")

@@ -1,16 +1,21 @@
 """Sample every problem of a benchmark in one setting: n records per problem, appended as each
-problem finishes (resumable), renamed onto the output only when all are done.
+problem finishes (resumable from the same inputs only), renamed onto the output only when every
+problem has its n samples. One run writes an output at a time (`ewa.io.exclusive_output`).
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
+import json
 import os
 from pathlib import Path
 
 from tqdm import tqdm
 
-from ewa.io import provenance, write_json, write_jsonl
+from ewa.checkpoint import MODEL_WEIGHT_FILES, fingerprint, read_checkpoint
+from ewa.errors import UserError
+from ewa.io import exclusive_output, provenance, sha256_file, write_json, write_jsonl
 from ewa.merge import merge_record
 from ewa.problems import Problem
 from ewa.sample.backends import make_backend, resolve_backend
@@ -38,6 +43,42 @@ def record(s: Sample, expect: dict) -> dict:
     }
 
 
+# Files besides the weights that shape what a model generates.
+MODEL_TEXT_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+                    "chat_template.jinja", "special_tokens_map.json", "vocab.json", "merges.txt")
+
+
+def model_fingerprint(model_dir: str | os.PathLike) -> dict:
+    """The model by content: sampled hashes of its safetensors shards (headers, sizes, spread blocks),
+    full hashes of other weight files, and its config, tokenizer and chat template."""
+    path = Path(model_dir)
+    if any((path / f).is_file() for f in MODEL_WEIGHT_FILES[:2]):
+        weights = fingerprint(read_checkpoint(path))["files"]
+    else:
+        weights = {f: sha256_file(path / f) for f in MODEL_WEIGHT_FILES[2:] if (path / f).is_file()}
+    return {"weights": weights, **{f: sha256_file(path / f) for f in MODEL_TEXT_FILES if (path / f).is_file()}}
+
+
+def inputs_fingerprint(problems: list[Problem], setting: str, config: SampleConfig, model_dir, backend: str,
+                       sandbox: dict | None, calibration: str | None) -> dict:
+    """What a partial file may be resumed from: the same model, problems and settings, by content."""
+    digest = hashlib.sha256()
+    for p in problems:
+        digest.update(json.dumps(dataclasses.asdict(p), sort_keys=True, default=str).encode())
+    return {"model": model_fingerprint(model_dir), "problems": digest.hexdigest(), "setting": setting,
+            "backend": backend, "config": dataclasses.asdict(config), "sandbox": sandbox,
+            "calibration": sha256_file(calibration) if calibration else None}
+
+
+def check_complete(done: dict[str, list[dict]], problems: list[Problem], n: int, partial: Path) -> None:
+    """n samples, numbered 0..n-1, for every problem, or an error: never publish a short file."""
+    for p in problems:
+        ids = [r["sample_id"] for r in done.get(p.id, [])]
+        if ids != list(range(n)):
+            raise UserError(f"{partial}: problem {p.id!r} has samples {ids[:8]} instead of 0..{n - 1}; "
+                            f"was it written by another run? Nothing was published")
+
+
 def sample_file(problems: list[Problem], setting_name: str, config: SampleConfig, model_dir: str,
                 out: str | os.PathLike, sandbox: dict | None = None, calibration: str | None = None,
                 workers: int = 2, progress: bool = True) -> Path:
@@ -48,13 +89,39 @@ def sample_file(problems: list[Problem], setting_name: str, config: SampleConfig
     """
     setting_cls = setting_class(setting_name)
     backend_name = resolve_backend(config.backend)
+    inputs = inputs_fingerprint(problems, setting_name, config, model_dir, backend_name,
+                                sandbox if setting_cls.uses_sandbox else None, calibration)
     tokenizer = load_tokenizer(model_dir)
     out, partial = Path(out), partial_path(out)
     expect = {"setting": setting_name, "model": str(model_dir), "backend": backend_name,
               "params": config.params(setting_name)}
     ids = {p.id for p in problems}
-    done = {pid: recs for pid, recs in read_partial(partial, expect, config.n).items() if pid in ids}
-    writer = PartialWriter(partial, done)
+    with exclusive_output(out, partial, provenance_path(out), what="ewa sample"):
+        done = {pid: recs for pid, recs in read_partial(partial, expect, config.n, inputs).items() if pid in ids}
+        resumed = bool(done)
+        try:
+            backend_info, sandbox_info = sample_into(done, problems, setting_cls, config, model_dir, tokenizer, expect,
+                        PartialWriter(partial, done, inputs), sandbox, calibration, workers, progress)
+            check_complete(done, problems, config.n, partial)
+            write_json(provenance_path(out), provenance(
+                dataclasses.asdict(config), setting=setting_name, model=str(model_dir),
+                model_record=merge_record(model_dir), model_fingerprint=inputs["model"], backend=backend_name,
+                backend_info=backend_info, problems=len(problems), sandbox=sandbox_info,
+                record_fields=list(RECORD_FIELDS)))
+            write_jsonl(out, (r for p in problems for r in done[p.id]))
+        except Exception:
+            if not resumed:  # what this run started goes with it; a resumed run's progress stays
+                partial.unlink(missing_ok=True)
+            raise
+        partial.unlink()
+    return out
+
+
+def sample_into(done: dict, problems, setting_cls, config, model_dir, tokenizer, expect: dict,
+                writer: PartialWriter, sandbox, calibration, workers, progress) -> tuple[dict | None, dict | None]:
+    """Sample every problem not in `done`, appending each to the partial file and to `done`; returns what
+    the backend and the sandbox (if one ran) say about themselves."""
+    setting_name, backend_name = expect["setting"], expect["backend"]
     todo = [p for p in problems if p.id not in done]
     sandbox_info = backend_info = None
     with contextlib.ExitStack() as stack:
@@ -88,10 +155,4 @@ def sample_file(problems: list[Problem], setting_name: str, config: SampleConfig
                     done[p.id] = [record(s, expect) for s in samples if s.problem is p]
                     writer.append(done[p.id])
                     bar.update()
-    write_json(provenance_path(out), provenance(
-        dataclasses.asdict(config), setting=setting_name, model=str(model_dir), model_record=merge_record(model_dir),
-        backend=backend_name, backend_info=backend_info, problems=len(problems), sandbox=sandbox_info,
-        record_fields=list(RECORD_FIELDS)))
-    write_jsonl(out, (r for p in problems for r in done[p.id]))
-    partial.unlink()
-    return out
+    return backend_info, sandbox_info
