@@ -80,7 +80,7 @@ def test_end_to_end_outputs(finished):
     assert not list((finished / RUN).glob("merged/alpha*"))
     provenance = json.loads((finished / RUN / "samples/alpha-0.50/mini/tools.provenance.json").read_text())
     assert provenance["model_record"]["alpha"] == -0.5
-    assert not [p for p in (finished / "results").rglob("*") if ".tmp" in p.name or "partial" in p.name]
+    assert not left_behind(finished)
     assert run(finished, "-n").stdout.count("rule ") == 0  # nothing left to do
 
 
@@ -166,12 +166,12 @@ def test_one_frontier_target_builds_only_its_inputs(tmp_path):
     assert {r for r, _ in jobs} == {"prepare", "tiers", "init", "train", "merge", "sample", "evaluate", "frontier"}
 
 
-def kill_when(workdir: Path, proc: subprocess.Popen, pattern: str, timeout: float = 900) -> None:
-    """SIGKILL the whole Snakemake process group once a file matching `pattern` exists."""
+def kill_when(workdir: Path, proc: subprocess.Popen, pattern: str, delay: float = 1.0, timeout: float = 900) -> None:
+    """SIGKILL the whole Snakemake process group `delay` seconds after a file matching `pattern` exists."""
     deadline = time.time() + timeout
     while time.time() < deadline and proc.poll() is None:
         if list((workdir / "results").glob(pattern)):
-            time.sleep(1.0)  # let the job get some work done, but not all of it
+            time.sleep(delay)  # let the job get some work done, but not all of it
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             return
@@ -189,14 +189,33 @@ def comparable(path: Path):
     return path.read_bytes()
 
 
-def test_killed_mid_sampling_and_mid_evaluation_restarts_into_identical_results(finished, tmp_path):
+def left_behind(workdir: Path) -> list[str]:
+    """Temporaries, partial results and lock files anywhere under results/."""
+    return [str(p) for p in (workdir / "results").rglob("*")
+            if ".tmp" in p.name or "partial" in p.name or p.name.endswith(".lock")]
+
+
+def test_killed_mid_merge_sampling_and_evaluation_restarts_into_identical_results(finished, tmp_path):
+    """SIGKILL at seeded random points inside merge, sample and evaluate jobs, one after another on the
+    same work dir; the final rerun leaves nothing behind and matches the uninterrupted run."""
+    import random
+
     wd = workflow_copy(tmp_path / "wd")
-    for pattern in ("seed0/samples/**/*.partial.jsonl", "seed0/evals/**/*.partial"):
+    rng = random.Random(0)
+    for pattern in ("seed0/merged/.alpha*.tmp", "seed0/samples/**/*.partial.jsonl", "seed0/evals/**/*.partial"):
         proc = subprocess.Popen(snakemake_cmd(), cwd=wd, env=workflow_env(), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True)
-        kill_when(wd, proc, pattern)
+        kill_when(wd, proc, pattern, delay=rng.uniform(0.0, 1.5))
+    for _ in range(2):  # then anywhere in whatever runs next
+        proc = subprocess.Popen(snakemake_cmd(), cwd=wd, env=workflow_env(), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            proc.wait(timeout=rng.uniform(3.0, 20.0))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     run(wd)
-    assert not [p for p in (wd / "results").rglob("*") if ".tmp" in p.name or "partial" in p.name]
+    assert not left_behind(wd)
     mine, reference = result_files(wd), result_files(finished)
     assert mine.keys() == reference.keys()
     for name in mine:

@@ -53,6 +53,13 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError) as e:  # bad input (UserError included): one line, no traceback
         print(f"ewa {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # a full or read-only disk is the operator's to fix, not a bug to trace
+        from ewa.io import DISK_ERRNOS
+
+        if e.errno not in DISK_ERRNOS:
+            raise
+        print(f"ewa {args.command}: error: {e.filename or 'writing output'}: {e.strerror.lower()}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
