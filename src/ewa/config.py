@@ -92,8 +92,9 @@ def _describe(error: jsonschema.ValidationError) -> str:
 def validate(config: dict, schema: dict | None = None, partial: bool = False) -> dict:
     """Return a validated copy of `config` with every default filled in; raise ConfigError otherwise.
 
-    partial: `config` is a slice of an experiment (what one stage reads); rules that relate several
-    sections are checked by the workflow on the whole config, not here.
+    partial: `config` is a slice of an experiment (what one stage reads). The regimes' own rules (nested,
+    unique names) still apply, so a direct command refuses the regimes the workflow refuses; rules that
+    relate several sections are checked by the workflow on the whole config.
     """
     schema = schema or _packaged_schema()
     config = copy.deepcopy(config if config is not None else {})
@@ -102,8 +103,7 @@ def validate(config: dict, schema: dict | None = None, partial: bool = False) ->
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), str(e.absolute_path)))
     if errors:
         raise ConfigError(f"config: {_describe(jsonschema.exceptions.best_match(errors))}")
-    if not partial:
-        _check_consistency(config)
+    _check_consistency(config, partial)
     return config
 
 
@@ -112,12 +112,14 @@ def section(name: str, value: dict | None = None) -> dict:
     return validate({name: value} if value is not None else {}, partial=True)[name]
 
 
-def _check_consistency(config: dict) -> None:
-    """Cross-key rules a JSON schema cannot say."""
+def _check_consistency(config: dict, partial: bool = False) -> None:
+    """Cross-key rules a JSON schema cannot say; of a slice (partial), only the regimes' own."""
     try:
         check_regimes(config["regimes"])
     except TierError as e:
         raise ConfigError(f"config: key {e}") from None
+    if partial:
+        return
     names = [r["name"] for r in config["regimes"]]
     if len(names) < 2:  # a job's slice may hold one regime; an experiment compares at least two
         raise ConfigError(f"config: key 'regimes': an experiment needs at least two regimes, got {names}")

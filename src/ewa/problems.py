@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Sequence
 
+from ewa.errors import UserError
 from ewa.io import read_jsonl, write_jsonl
 
 TESTTYPES = ("stdin", "functional", "testcode")
@@ -138,7 +139,8 @@ def make_test(input: str, output: str, public: bool = False) -> Test:
 
 
 def iter_problems(path: str | os.PathLike) -> Iterator[Problem]:
-    """The problems of a problems file one at a time (only their ids are kept, to refuse a duplicate)."""
+    """The problems of a problems file one at a time (only their ids are kept, to refuse a duplicate).
+    A file without any is an error naming it, not something a later step blames on its own input."""
     seen = set()
     for lineno, rec in read_jsonl(path):
         p = Problem.from_record(rec, where=f"{path}:{lineno}: ")
@@ -146,6 +148,8 @@ def iter_problems(path: str | os.PathLike) -> Iterator[Problem]:
             raise ProblemError(f"{path}:{lineno}: problem {p.id!r}: field 'id' is duplicated")
         seen.add(p.id)
         yield p
+    if not seen:
+        raise UserError(f"{path}: no problems")
 
 
 def read_problems(path: str | os.PathLike) -> list[Problem]:

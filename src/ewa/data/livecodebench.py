@@ -2,11 +2,13 @@
 release's increments) or a directory of them, streamed (ewa.data.sources).
 
 private_test_cases is either a JSON string or base64(zlib(pickle(JSON string))) — the compressed form
-the release uses for large suites.
+the release uses for large suites. The pickle is read without running anything: it may only hold that
+string (see `TextUnpickler`).
 """
 from __future__ import annotations
 
 import base64
+import io
 import json
 import pickle
 import zlib
@@ -23,14 +25,37 @@ REQUIRED_FIELDS = ("question_content", "difficulty", "platform", "public_test_ca
 COLUMNS = REQUIRED_FIELDS + ("question_id", "question_title", "metadata", "starter_code", "contest_date", "contest_id")
 
 
+class UnsafePickle(UserError):
+    """A test-case pickle holding anything but text: refused, even with --skip-invalid, since loading
+    it as a pickle would have run code or built objects the release never contains."""
+
+
+class TextUnpickler(pickle.Unpickler):
+    """Unpickles plain data only. Every callable a pickle can run (a reduce, a class to build, an
+    extension code) is looked up through find_class, so refusing every global runs nothing."""
+
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"refused global {module}.{name}")
+
+
+def unpickle_text(data: bytes) -> str:
+    """The string a pickle holds; UnsafePickle (message without a location) for anything else."""
+    try:
+        value = TextUnpickler(io.BytesIO(data)).load()
+    except pickle.UnpicklingError as e:
+        raise UnsafePickle(f"the pickle is not plain text ({' '.join(str(e).split())})") from None
+    if not isinstance(value, str):
+        raise UnsafePickle(f"the pickle holds a {type(value).__name__}, not a str (JSON text)")
+    return value
+
+
 def decode_tests(field: str) -> list[dict]:
     """A test-case field: plain JSON, or base64 of zlib of pickle of a JSON string."""
     try:
         return json.loads(field)
     except json.JSONDecodeError:
         pass
-    # pickle is only ever applied to the published dataset file the user points us at (trusted input).
-    return json.loads(pickle.loads(zlib.decompress(base64.b64decode(field.encode()))))
+    return json.loads(unpickle_text(zlib.decompress(base64.b64decode(field.encode()))))
 
 
 def convert(rec: dict, where: str, time_limit_s: float, memory_limit_mb: int) -> Problem:
@@ -47,8 +72,14 @@ def convert(rec: dict, where: str, time_limit_s: float, memory_limit_mb: int) ->
         raise ProblemError(f"{label}: field 'public_test_cases' is not JSON") from None
     try:
         private = decode_tests(rec["private_test_cases"]) if rec["private_test_cases"] else []
+    except UnsafePickle as e:
+        raise UnsafePickle(f"{label}: field 'private_test_cases': {e}") from None
     except Exception:
         raise ProblemError(f"{label}: field 'private_test_cases' is neither JSON nor base64/zlib/pickle JSON") from None
+    for name, cases in (("public_test_cases", public), ("private_test_cases", private)):
+        if not isinstance(cases, list) or not all(isinstance(c, dict) and isinstance(c.get("input"), str)
+                                                  and isinstance(c.get("output"), str) for c in cases):
+            raise ProblemError(f"{label}: field '{name}' must be a list of objects with string 'input' and 'output'")
     try:
         metadata = json.loads(rec.get("metadata") or "{}")
     except json.JSONDecodeError:

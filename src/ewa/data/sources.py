@@ -11,11 +11,12 @@ from __future__ import annotations
 import glob
 import gzip
 import json
+import zlib
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from ewa.errors import UserError
-from ewa.problems import ProblemError
+from ewa.problems import Problem, ProblemError
 
 SHARD_SUFFIXES = (".jsonl", ".jsonl.gz", ".parquet")
 # Rows converted to Python objects at once: CodeContests rows carry megabytes of generated tests.
@@ -24,20 +25,31 @@ PARQUET_BATCH_ROWS = 16
 
 def shard_paths(input: str, fmt: str) -> list[Path]:
     """The files `input` names, in order: the file itself, the glob's matches, or a directory's shards."""
+    why = unreadable_input(input)
+    if why:
+        raise UserError(f"{fmt}: --input {input}: {why}")
     path = Path(input)
     if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(SHARD_SUFFIXES))
-        if not files:
-            raise UserError(f"{fmt}: --input {input}: directory holds no shard ({', '.join(SHARD_SUFFIXES)})")
-        return files
+        return _directory_shards(path)
+    return _glob_files(input) if glob.has_magic(input) else [path]
+
+
+def unreadable_input(input: str) -> str | None:
+    """Why `input` names nothing to read, or None (the workflow checks a config's inputs when it plans)."""
+    path = Path(input)
+    if path.is_dir():
+        return None if _directory_shards(path) else f"directory holds no shard ({', '.join(SHARD_SUFFIXES)})"
     if glob.has_magic(input):
-        files = sorted(Path(p) for p in glob.glob(input) if Path(p).is_file())
-        if not files:
-            raise UserError(f"{fmt}: --input {input}: the pattern matches no file")
-        return files
-    if not path.is_file():
-        raise UserError(f"{fmt}: --input {input}: no such file")
-    return [path]
+        return None if _glob_files(input) else "the pattern matches no file"
+    return None if path.is_file() else "no such file"
+
+
+def _directory_shards(path: Path) -> list[Path]:
+    return sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(SHARD_SUFFIXES))
+
+
+def _glob_files(pattern: str) -> list[Path]:
+    return sorted(Path(p) for p in glob.glob(pattern) if Path(p).is_file())
 
 
 def read_records(input: str, fmt: str, columns: Iterable[str] = (), required: Iterable[str] = ()
@@ -54,11 +66,17 @@ def read_records(input: str, fmt: str, columns: Iterable[str] = (), required: It
 
 def _jsonl_records(path: Path) -> Iterator[tuple[str, dict | ProblemError]]:
     opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
+    # Bytes, decoded a line at a time, so bytes that are not UTF-8 are blamed on their line.
+    with opener(path, "rb") as f:
+        for lineno, raw in enumerate(_lines(f, path), 1):
+            where = f"{path}:{lineno}: "
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                yield where, ProblemError(f"{where}not valid UTF-8 (byte {raw[e.start]:#04x} at column {e.start + 1})")
+                continue
             if not line.strip():
                 continue
-            where = f"{path}:{lineno}: "
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError as e:
@@ -66,6 +84,15 @@ def _jsonl_records(path: Path) -> Iterator[tuple[str, dict | ProblemError]]:
                 continue
             yield where, rec if isinstance(rec, dict) else ProblemError(
                 f"{where}expected a JSON object, got {type(rec).__name__}")
+
+
+def _lines(f, path: Path) -> Iterator[bytes]:
+    """A binary file's lines; one that cannot be read (a gzip file truncated, corrupt or not gzip at all) is
+    a UserError naming it."""
+    try:
+        yield from f
+    except (OSError, EOFError, zlib.error) as e:
+        raise UserError(f"{path}: cannot be read ({e})") from None
 
 
 def _parquet_records(path: Path, fmt: str, columns: list[str], required: list[str]
@@ -94,12 +121,23 @@ def _parquet_records(path: Path, fmt: str, columns: list[str], required: list[st
 
 def converted(records: Iterable[tuple[str, dict | ProblemError]], convert: Callable[[dict, str], object]
               ) -> Iterator:
-    """convert(record, where) for each record; a record's ProblemError is yielded, not raised."""
+    """convert(record, where) for each record; a record's ProblemError is yielded, not raised. A problem
+    whose id an earlier record already gave is a ProblemError naming both records (only the ids and
+    where they were read are kept)."""
+    first = {}
     for where, rec in records:
         if isinstance(rec, ProblemError):
             yield rec
             continue
         try:
-            yield convert(rec, where)
+            item = convert(rec, where)
         except ProblemError as e:
             yield e
+            continue
+        if isinstance(item, Problem):
+            if item.id in first:
+                yield ProblemError(f"{where}problem {item.id!r}: field 'id' is duplicated (first read at "
+                                   f"{first[item.id].rstrip(': ')})")
+                continue
+            first[item.id] = where
+        yield item
