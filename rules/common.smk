@@ -11,12 +11,31 @@ from ewa.analysis.claims import OUTPUT_FILES as CLAIMS_FILES
 from ewa.analysis.frontier import output_files as frontier_files
 from ewa.analysis.science import OUTPUT_FILES as SCIENCE_FILES
 from ewa.config import ConfigError, validate
-from ewa.data import verifies
+from ewa.data import input_error, verifies
 
 try:
     config = validate(config)
 except ConfigError as e:
     raise WorkflowError(str(e)) from None
+
+
+def local_path_error(config):
+    """The first local path the config names that is not there, as one line (None if all are): the schema
+    checks only that they are text, and a missing model or dataset would otherwise stop a job mid-run."""
+    init = config["model"]["init"]
+    if init != "tiny" and not os.path.isdir(init):
+        return f"config: key 'model.init': {init}: " + ("not a directory" if os.path.exists(init) else "no such directory")
+    datasets = {"train_data": config["train_data"]}
+    datasets.update({f"benchmarks.{name}": spec for name, spec in config["benchmarks"].items()})
+    for key, spec in datasets.items():
+        why = input_error(spec)
+        if why:
+            return f"config: key '{key}.input': {why}"
+    return None
+
+
+if path_error := local_path_error(config):
+    raise WorkflowError(path_error)
 
 REGIMES = [r["name"] for r in config["regimes"]]
 ALPHAS = {alpha_tag(a): a for a in config["merge"]["alphas"]}

@@ -167,7 +167,7 @@ def test_an_empty_problems_file_is_named_not_the_samples(run, tmp_path):
         problems_by_id(problems)
 
 
-# --- 5. direct commands refuse what the workflow refuses ---------------------------------------------
+# --- 5 and 6. direct commands and the plan refuse what the workflow refuses --------------------------
 
 def snakemake_dry_run(config: dict, tmp_path) -> subprocess.CompletedProcess:
     path = tmp_path / "experiment.yaml"
@@ -186,3 +186,38 @@ def test_ewa_train_refuses_regimes_that_are_not_nested_like_snakemake(run, tmp_p
     planned = snakemake_dry_run(config, tmp_path)
     assert planned.returncode != 0 and message in (planned.stdout + planned.stderr).splitlines(), planned.stdout
     assert not (tmp_path / "ckpt").exists()
+
+
+def test_snakemake_dry_run_stops_on_a_model_init_that_does_not_exist(tmp_path):
+    missing = tmp_path / "models" / "x"
+    r = snakemake_dry_run({"model": {"init": str(missing)}}, tmp_path)
+    assert r.returncode != 0
+    assert f"config: key 'model.init': {missing}: no such directory" in (r.stdout + r.stderr).splitlines(), r.stdout + r.stderr
+
+
+def test_snakemake_dry_run_stops_on_a_benchmark_input_that_does_not_exist(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()  # exists: the benchmark is what is missing
+    missing = tmp_path / "lcb" / "test6.jsonl"
+    config = {"model": {"init": str(model)},
+              "benchmarks": {"mini": {"format": "mini"}, "lcb": {"format": "livecodebench", "input": str(missing)}}}
+    r = snakemake_dry_run(config, tmp_path)
+    assert r.returncode != 0
+    assert f"config: key 'benchmarks.lcb.input': {missing}: no such file" in (r.stdout + r.stderr).splitlines(), r.stdout + r.stderr
+
+
+def test_an_input_is_a_file_a_directory_of_shards_or_a_matching_glob(tmp_path):
+    from ewa.data import input_error
+
+    (tmp_path / "shards").mkdir()
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "shards" / "test-0.parquet").write_bytes(b"")
+    found = [str(tmp_path / "shards" / "test-0.parquet"), str(tmp_path / "shards"), str(tmp_path / "shards" / "test-*.parquet")]
+    assert [input_error({"format": "codecontests", "input": path}) for path in found] == [None] * 3
+    assert input_error({"format": "codecontests", "input": str(tmp_path / "shards" / "train-*.parquet")}).endswith(
+        "train-*.parquet: the pattern matches no file")
+    assert "holds no shard" in input_error({"format": "codecontests", "input": str(tmp_path / "empty")})
+    assert input_error({"format": "livecodebench", "input": None}) == \
+        "format livecodebench needs a local file, glob or directory"
+    assert input_error({"format": "humaneval", "input": None}) is None  # the wheel's file
+    assert input_error({"format": "mini", "input": None}) is None

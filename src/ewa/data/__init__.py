@@ -25,6 +25,7 @@ FORMATS = {
     "humaneval": "ewa.data.humaneval",
     "mini": "ewa.data.mini.loader",
 }
+NEEDS_INPUT = ("livecodebench", "codecontests")  # humaneval ships its file in its wheel, mini generates its set
 
 
 @dataclass
@@ -110,6 +111,21 @@ def verifies(spec: dict) -> bool:
     sandbox: the workflow then gives its prepare job the sandbox section and the calibration."""
     return bool(spec.get("verify_solutions")) and spec.get("format") in FORMATS and \
         getattr(importlib.import_module(FORMATS[spec["format"]]), "VERIFIABLE", False)
+
+
+def input_error(spec: dict) -> str | None:
+    """What is wrong with a dataset entry's local `input` ("PATH: no such file"), or None; the workflow
+    checks it when it plans, so a wrong path stops the plan, not a prepare job later in the run."""
+    from ewa.data.sources import unreadable_input
+
+    path = spec.get("input")
+    if not path:
+        return f"format {spec['format']} needs a local file, glob or directory" \
+            if spec["format"] in NEEDS_INPUT else None
+    if spec["format"] == "mini":
+        return "format mini takes no input (its problems are generated from code)"
+    why = unreadable_input(path)
+    return f"{path}: {why}" if why else None
 
 
 def _default_sandbox():
