@@ -61,14 +61,29 @@ def expected_counts(config: dict) -> dict[str, int]:
     return counts
 
 
+def staged(name: str, tmp_path: Path) -> Path:
+    """configs/NAME.yaml with its model and data staged (empty) under tmp_path, as a user stages them
+    before planning: the workflow refuses to plan a run whose inputs are not there."""
+    config = yaml.safe_load((ROOT / "configs" / f"{name}.yaml").read_text())
+    stage = tmp_path / "staged"
+    (stage / "model").mkdir(parents=True)
+    config["model"]["init"] = str(stage / "model")
+    for dataset in [config["train_data"], *config["benchmarks"].values()]:
+        if "input" in dataset:
+            dataset["input"] = str(stage / Path(dataset["input"]).name)
+            Path(dataset["input"]).touch()
+    path = stage / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
 def slurm_profile() -> dict:
     return yaml.safe_load((ROOT / "profiles" / "slurm" / "config.yaml").read_text())
 
 
 @pytest.mark.parametrize("name", PAPER)
 def test_paper_config_dry_run_through_slurm_profile_lists_the_full_dag(name, tmp_path):
-    # The documented command; the model and data paths need not exist to plan.
-    out = dry_run(tmp_path, "--profile", ROOT / "profiles" / "slurm", "--configfile", ROOT / "configs" / f"{name}.yaml")
+    out = dry_run(tmp_path, "--profile", ROOT / "profiles" / "slurm", "--configfile", staged(name, tmp_path))
     counts, expected = job_counts(out), expected_counts(load(ROOT / "configs" / f"{name}.yaml"))
     assert {rule: counts.get(rule) for rule in expected} == expected
     assert "Group job judge" in out and "Group job merge" in out  # small jobs share allocations
@@ -105,8 +120,7 @@ def test_slurm_jobs_survive_site_time_limits(tmp_path):
         assert profile["set-resources"][rule]["runtime"] <= 24 * 60, rule
     for rule, res in profile["set-resources"].items():  # ewa plan checks every GPU job against it
         assert not res.get("gpu") or res["gpu_mem_gb"] == 80, rule
-    out = dry_run(tmp_path, "--profile", ROOT / "profiles" / "slurm", "--configfile",
-                  ROOT / "configs" / "paper-7b.yaml")
+    out = dry_run(tmp_path, "--profile", ROOT / "profiles" / "slurm", "--configfile", staged("paper-7b", tmp_path))
     outputs = re.findall(r"^\s*output: (results/seed0/checkpoints/\S+)$", out, re.M)
     assert outputs and all(work_dir_for(Path(o)).parent == Path(o).parent for o in outputs)
     assert all(not str(work_dir_for(Path(o))).startswith(o + "/") for o in outputs)
@@ -116,7 +130,7 @@ def test_slurm_profile_resources_reach_the_jobs(tmp_path):
     # A profiles/default directory is Snakemake's implicit *workflow* profile, loaded on top of any
     # --profile and overriding it key by key (cores, resources, default-resources): a laptop's
     # `resources: mem_mb` would cap every cluster job. The laptop profile must live elsewhere.
-    out = dry_run(tmp_path, "--profile", ROOT / "profiles" / "slurm", "--configfile", ROOT / "configs" / "paper-7b.yaml")
+    out = dry_run(tmp_path, "--profile", ROOT / "profiles" / "slurm", "--configfile", staged("paper-7b", tmp_path))
     profile = slurm_profile()
     sample, evaluate = job_resources(out, "sample")[0], job_resources(out, "evaluate")[0]
     assert sample["gpu"] == str(profile["set-resources"]["sample"]["gpu"])

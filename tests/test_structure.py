@@ -96,8 +96,10 @@ def test_a_prepare_that_verifies_solutions_gets_the_sandbox_and_the_calibration(
     """CodeContests train_data runs its bundled solutions in the configured sandbox, time limits
     calibrated like the reward's; a benchmark (not verified) and the miniature's mini read neither."""
     config = yaml.safe_load((ROOT / "configs/reduced.yaml").read_text())
-    config["train_data"] = {"format": "codecontests", "input": "/data/cc/train.jsonl"}
-    config["benchmarks"]["cc"] = {"format": "codecontests", "input": "/data/cc/test.jsonl"}
+    for name in ("train.jsonl", "test.jsonl"):
+        (tmp_path / name).touch()
+    config["train_data"] = {"format": "codecontests", "input": str(tmp_path / "train.jsonl")}
+    config["benchmarks"]["cc"] = {"format": "codecontests", "input": str(tmp_path / "test.jsonl")}
     config["sandbox"] = {"docker_image": PROBE_IMAGE, "calibrate": True}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     prepare = {re.search(r"--dataset (\S+)", c)[1]: c for c in planned_commands(tmp_path / "config.yaml")["prepare"]}
