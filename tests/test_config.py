@@ -77,3 +77,10 @@ def test_schema_defaults_are_the_stage_defaults():
     assert config["model"]["tiny"] == tiny_settings() == section("model")["tiny"]
     assert config["model"]["sft"] == sft_settings() == section("model")["sft"]
     assert config["grpo"] == grpo_settings() == section("grpo")
+
+
+def test_a_config_file_that_is_not_utf8_is_one_line_naming_it(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(b"seed: 0\n\xff\xfe: 1\n")
+    with pytest.raises(ConfigError, match=rf"config: {bad}: not UTF-8 text"):
+        load(bad)

@@ -152,6 +152,8 @@ def _read(path: str | Path) -> dict:
             raw = yaml.safe_load(f)  # YAML is a superset of JSON: a .json config reads the same way
     except yaml.YAMLError as e:
         raise ConfigError(f"config: {path} is not valid YAML ({e.__class__.__name__})") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"config: {path}: not UTF-8 text (byte {e.start})") from None
     if raw is not None and not isinstance(raw, dict):
         raise ConfigError(f"config: {path} must hold a mapping at top level")
     return raw or {}

@@ -102,8 +102,8 @@ def load_samples(path: str, problems: dict[str, Problem]) -> list[dict]:
 def load_tiers(path: str, problems: dict[str, Problem]) -> dict[str, list[int]]:
     try:
         per_problem = json.loads(Path(path).read_text())["problems"]
-    except (json.JSONDecodeError, KeyError, TypeError):
-        raise UserError(f"{path}: not a tiers file (needs 'problems')") from None
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):
+        raise UserError(f"{path}: not a tiers file (JSON with 'problems')") from None
     tiers = {}
     for pid, p in problems.items():
         tier = (per_problem.get(pid) or {}).get("test_tier")
