@@ -35,11 +35,11 @@ report: $(STAMP)
 
 # The study's claims over the config's science.seeds: one Snakemake run in which every seed is a
 # replicate of the DAG (results/seed<N>/), so seeds run side by side under a profile and a killed run
-# resumes; then scripts/science.py puts the combined table into the README.
+# resumes; then scripts/science.py writes the combined tables and figures into docs/results.md.
 science: $(STAMP)
 	bash scripts/unlock-if-stale.sh
 	$(BIN)/snakemake --profile profiles/local --cores $(CORES) science_all
-	$(BIN)/python scripts/science.py $(foreach s,reasoning tools agentic,results/science/mini/$(s))
+	$(BIN)/python scripts/science.py --page docs/results.md $(foreach s,reasoning tools agentic,results/science/mini/$(s))
 
 clean:
 	rm -rf results logs benchmarks/out .snakemake

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -182,7 +183,7 @@ def test_grid_without_an_endpoint_is_one_error_line(tmp_path, capsys):
     assert "endpoints 0 and 1" in err[-1] and not (tmp_path / "claims").exists()
 
 
-def test_science_rewrites_only_its_readme_section(tmp_path, capsys):
+def test_science_rewrites_only_its_section_of_the_results_page(tmp_path, capsys):
     runs = [tmp_path / f"seed{s}" for s in (3, 4)]
     # seed 4's alpha 1.5 solves p3 once: one more problem within an ensemble's reach than in seed 3
     designs = [DESIGN, {**DESIGN, 1.5: DESIGN[1.5][:3] + [(1, 2, 0, 7, 0, 0)]}]
@@ -201,12 +202,13 @@ def test_science_rewrites_only_its_readme_section(tmp_path, capsys):
     assert len(err) == 1 and "seed(s) [4] tuned the design" in err[0] and not science.exists()
     assert main([*argv, "--config", '{"science": {"design_seeds": [0, 1, 2]}, "seed": 0}']) == 0, \
         capsys.readouterr().err
-    readme = tmp_path / "README.md"
-    readme.write_text("# title\n\nbefore\n<!-- science:start -->\nold numbers\n<!-- science:end -->\nafter\n")
-    done = subprocess.run([sys.executable, str(ROOT / "scripts/science.py"), str(science), "--readme", str(readme)],
+    page = tmp_path / "docs/results.md"
+    page.parent.mkdir()
+    page.write_text("# title\n\nbefore\n<!-- science:start -->\nold numbers\n<!-- science:end -->\nafter\n")
+    done = subprocess.run([sys.executable, str(ROOT / "scripts/science.py"), str(science), "--page", str(page)],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    text = readme.read_text()
+    text = page.read_text()
     assert text.startswith("# title\n\nbefore\n<!-- science:start -->") and text.endswith("<!-- science:end -->\nafter\n")
     assert "old numbers" not in text and "seeds 3, 4" in text
     assert ("tuned by looking at the results of seeds 0, 1, 2 (`science.design_seeds`; `make demo` runs seed 0). "
@@ -229,3 +231,7 @@ def test_science_rewrites_only_its_readme_section(tmp_path, capsys):
     assert "not reproduced (no ensemble chosen in 2 of 2)" in ensemble_rows[0]
     assert (tmp_path / "docs/frontier-mini-reasoning-seeds.png").stat().st_size > 10_000
     assert (tmp_path / "docs/frontier-mini-reasoning.png").stat().st_size > 10_000
+    # the page links its figures relative to itself, beside it in docs/
+    figures = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
+    assert sorted(figures) == ["frontier-mini-reasoning-seeds.png", "frontier-mini-reasoning.png"]
+    assert all((page.parent / f).is_file() for f in figures)

@@ -188,11 +188,11 @@ def test_the_miniature_plans_without_a_profile(capsys):
     assert mini["counted"] and mini["problems"] > 0  # the bundled set is counted, not assumed
 
 
-def test_readme_shows_the_plan_it_documents(capsys):
-    """The README's "Planning a run" block is this command's real output (rows of the rule table)."""
-    block = re.search(r"### Planning a run.*?```\n\$ (ewa plan [^\n]*)\n(.*?)```", (ROOT / "README.md").read_text(),
+def test_docs_show_the_plan_they_document(capsys):
+    """The "Planning a run" block of docs/scale.md is this command's real output (rows of the rule table)."""
+    block = re.search(r"## Planning a run.*?```\n\$ (ewa plan [^\n]*)\n(.*?)```", (ROOT / "docs/scale.md").read_text(),
                       re.S)
-    assert block, "README: no Planning a run block"
+    assert block, "docs/scale.md: no Planning a run block"
     out = plan(capsys, ROOT / "configs/paper-7b.yaml", model=PAPER["paper-7b"])[1]
     rows = [line for line in block[2].splitlines() if re.match(r"(init|train|merge|sample|evaluate) ", line)]
     assert len(rows) == 5 and all(row in out.splitlines() for row in rows)
