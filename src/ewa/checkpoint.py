@@ -1,10 +1,12 @@
-"""Model directories as every stage reads them: checking a Hugging Face directory is usable, a safetensors
-checkpoint's tensor specs, its content fingerprint, and its tensors one at a time through memory maps."""
+"""Model directories as every stage reads them: checking a Hugging Face directory is usable and loads whole
+(every tensor its config asks for, none else, right shapes), a safetensors checkpoint's tensor specs, its
+content fingerprint, and its tensors one at a time through memory maps."""
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +18,7 @@ from safetensors import SafetensorError, safe_open
 from ewa.io import sha256_file
 from ewa.errors import UserError
 
+CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
 # Sampled fingerprint: size + first MiB (the safetensors header) + 32 blocks of 64 KiB spread over the
@@ -30,19 +33,46 @@ class CheckpointError(UserError):
     """A model directory that cannot be read; the message names the file."""
 
 
+def read_config(path: str | os.PathLike, what: str | None = None) -> dict:
+    """A model directory's config.json as parsed JSON, or one error line naming the file."""
+    file = Path(path) / CONFIG_FILE
+    where = f"{what}: {file}" if what else str(file)
+    if not file.is_file():
+        raise CheckpointError(f"{where} is missing")
+    try:
+        config = json.loads(file.read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{where} is not valid JSON ({getattr(e, 'msg', None) or e.reason})") from None
+    if not isinstance(config, dict) or "model_type" not in config:
+        raise CheckpointError(f"{where} has no 'model_type'")
+    return config
+
+
+def model_config(path: str | os.PathLike, what: str | None = None):
+    """config.json as transformers reads it (legacy keys normalised, defaults filled), or one error line."""
+    import transformers
+
+    read_config(path, what)
+    file = Path(path) / CONFIG_FILE
+    try:
+        return transformers.AutoConfig.from_pretrained(path)
+    except Exception as e:  # any failure here is the config's: unknown model_type, a bad value, ...
+        raise CheckpointError(f"{f'{what}: ' if what else ''}{file}: transformers {transformers.__version__} "
+                              f"cannot read it ({one_line(e)})") from None
+
+
+def one_line(error: BaseException, limit: int = 300) -> str:
+    """A library's (often multi-line) exception as the tail of a one-line message."""
+    text = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
+    return f"{type(error).__name__}: {text[:limit] + '...' if len(text) > limit else text}"
+
+
 def check_model_dir(path: str | os.PathLike, what: str = "--init") -> Path:
     """A usable HF model directory, or one error line naming what is missing."""
     path = Path(path)
     if not path.is_dir():
         raise CheckpointError(f"{what}: {path} is not a directory (expected 'tiny' or a local Hugging Face model)")
-    if not (path / "config.json").is_file():
-        raise CheckpointError(f"{what}: {path}/config.json is missing")
-    try:
-        config = json.loads((path / "config.json").read_text())
-    except json.JSONDecodeError as e:
-        raise CheckpointError(f"{what}: {path}/config.json is not valid JSON ({e.msg})") from None
-    if not isinstance(config, dict) or "model_type" not in config:
-        raise CheckpointError(f"{what}: {path}/config.json has no 'model_type'")
+    read_config(path, what)
     if not any((path / f).is_file() for f in TOKENIZER_FILES):
         raise CheckpointError(f"{what}: {path} has no tokenizer (one of {', '.join(TOKENIZER_FILES)})")
     if not any((path / f).is_file() for f in MODEL_WEIGHT_FILES):
@@ -61,6 +91,11 @@ class Checkpoint:
     @property
     def files(self) -> list[str]:
         return list(dict.fromkeys(self.weight_map.values()))
+
+    @property
+    def listing(self) -> Path:
+        """The file that says which tensors the checkpoint holds: the single file, or the index."""
+        return self.path / (WEIGHTS_FILE if self.files == [WEIGHTS_FILE] else INDEX_FILE)
 
 
 def read_checkpoint(path: str | os.PathLike) -> Checkpoint:
@@ -114,6 +149,117 @@ def check_compatible(base: Checkpoint, others: Sequence[Checkpoint]) -> None:
                 raise CheckpointError(f"tensor {name!r}: shape {list(shape)} in {base.path} but {list(other_shape)} in {other.path}")
             if dtype != other_dtype:
                 raise CheckpointError(f"tensor {name!r}: dtype {dtype} in {base.path} but {other_dtype} in {other.path}")
+
+
+@dataclass(frozen=True)
+class ModelTensors:
+    """The tensors a model's state dict holds, as a loader matches them against a checkpoint."""
+
+    source: str  # what the expectation comes from, for messages: "config.json (Qwen2ForCausalLM)"
+    shapes: dict[str, tuple[int, ...]]  # state-dict name -> shape (non-persistent buffers are not in it)
+    tied: dict[str, str]  # tied name -> the name it shares storage with: either may be the one on disk
+    ignore_missing: re.Pattern | None  # names the model class declares optional on load
+    ignore_unexpected: re.Pattern | None  # stale names of old checkpoints the loader drops (inv_freq, ...)
+
+
+def model_tensors(model, source: str) -> ModelTensors:
+    """What `model` (on the meta device, or loaded) expects from its checkpoint, with transformers' own
+    tying and ignore rules, so the check refuses exactly what the loader would fill at random."""
+    state = model.state_dict(keep_vars=True)  # the parameters themselves: no copy, and ties stay visible
+    # DeepSpeed ZeRO-3 leaves empty placeholders; their real shape is ds_shape
+    shapes = {name: tuple(getattr(t, "ds_shape", t.shape)) for name, t in state.items()}
+    tied = dict(getattr(model, "all_tied_weights_keys", None) or {})
+    first = {}
+    for name, t in state.items():  # parameters shared by module (not by mapping) are tied as well
+        if (owner := first.setdefault(id(t), name)) != name:
+            tied.setdefault(name, owner)
+    missing = set(getattr(model, "_keys_to_ignore_on_load_missing", None) or ())
+    unexpected = set(getattr(model, "_keys_to_ignore_on_load_unexpected", None) or ())
+    # transformers drops these two stale buffers of old checkpoints whatever the class says
+    buffers = [name for name, _ in model.named_buffers()]
+    if any(b.endswith("rotary_emb.inv_freq") for b in buffers):
+        unexpected.add(r"rotary_emb\.inv_freq")
+    if any(b.endswith("position_ids") for b in buffers):
+        unexpected.add(r"(^|\.)position_ids$")
+    def pattern(patterns: set[str]) -> re.Pattern | None:
+        return re.compile("|".join(f"({p})" for p in sorted(patterns))) if patterns else None
+
+    return ModelTensors(source, shapes, tied, pattern(missing), pattern(unexpected))
+
+
+def expected_tensors(path: str | os.PathLike, what: str | None = None) -> ModelTensors:
+    """The tensors config.json asks for: the model class built on the meta device (shapes only, no memory
+    and no weights read), the way every loader here builds it (AutoModelForCausalLM)."""
+    import torch
+    import transformers
+
+    config = model_config(path, what)
+    try:
+        with torch.device("meta"):
+            model = transformers.AutoModelForCausalLM.from_config(config)
+    except Exception as e:  # the config names a class or values transformers cannot build a model from
+        raise CheckpointError(f"{f'{what}: ' if what else ''}{Path(path) / CONFIG_FILE}: transformers "
+                              f"{transformers.__version__} cannot build a model from it ({one_line(e)})") from None
+    return model_tensors(model, f"{CONFIG_FILE} ({type(model).__name__})")
+
+
+def check_tensors(ckpt: Checkpoint, expected: ModelTensors, what: str | None = None, extra_ok: bool = False) -> None:
+    """Refuse a checkpoint the model would not load whole: a tensor missing (it would be initialised at
+    random), one the model has no place for (unless `extra_ok`), or a shape that differs; one line naming
+    tensor and file."""
+    prefix = f"{what}: " if what else ""
+    group = {}  # tied names share one group: the checkpoint needs any one of them
+    for name, other in expected.tied.items():
+        group.setdefault(other, {other}).add(name)
+        group[name] = group[other]
+
+    def present(name: str) -> bool:
+        return any(n in ckpt.specs for n in group.get(name, (name,)))
+
+    def ignored(pattern: re.Pattern | None, name: str) -> bool:
+        return pattern is not None and pattern.search(name) is not None
+
+    def more(names: list[str]) -> str:
+        return f" (and {len(names) - 1} more)" if len(names) > 1 else ""
+
+    if missing := [n for n in expected.shapes if not present(n) and not ignored(expected.ignore_missing, n)]:
+        raise CheckpointError(f"{prefix}{ckpt.listing}: tensor {missing[0]!r}{more(missing)} that {expected.source} "
+                              f"asks for is missing (it would be initialised at random)")
+    extra = [] if extra_ok else [n for n in ckpt.specs if n not in expected.shapes
+                                 and not ignored(expected.ignore_unexpected, n)]
+    if extra:
+        raise CheckpointError(f"{prefix}{ckpt.path / ckpt.weight_map[extra[0]]}: tensor {extra[0]!r}{more(extra)} "
+                              f"is not in {expected.source}")
+    for name, shape in expected.shapes.items():
+        if name in ckpt.specs and tuple(ckpt.specs[name][1]) != shape:
+            raise CheckpointError(f"{prefix}{ckpt.path / ckpt.weight_map[name]}: tensor {name!r} has shape "
+                                  f"{list(ckpt.specs[name][1])} but {expected.source} makes it {list(shape)}")
+
+
+def check_loadable(model_dir: str | os.PathLike, what: str = "--model") -> Checkpoint:
+    """Before any load: config.json parses and builds a model, and the safetensors headers hold exactly
+    the tensors it asks for, in its shapes. Reads headers and config only; returns the header specs.
+    Raises CheckpointError (one line naming the file and tensor)."""
+    path = Path(model_dir)
+    if not path.is_dir():
+        raise CheckpointError(f"{what}: {path} is not a model directory")
+    read_config(path, what)
+    try:
+        ckpt = read_checkpoint(path)
+    except CheckpointError as e:
+        raise CheckpointError(f"{what}: {e}") from None
+    check_tensors(ckpt, expected_tensors(path, what), what)
+    return ckpt
+
+
+def check_loaded(model, model_dir: str | os.PathLike, what: str = "--model") -> None:
+    """After a load: the model's state dict against the checkpoint's headers, so a tensor the loader
+    initialised (or dropped) rather than read never passes silently, whatever path the load took."""
+    try:
+        ckpt = read_checkpoint(model_dir)
+    except CheckpointError as e:
+        raise CheckpointError(f"{what}: {e}") from None
+    check_tensors(ckpt, model_tensors(model, f"the loaded {type(model).__name__}"), what)
 
 
 def fingerprint(ckpt: Checkpoint, mode: str = "sampled") -> dict:

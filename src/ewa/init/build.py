@@ -9,8 +9,8 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
-from ewa.checkpoint import check_model_dir
-from ewa.io import atomic_path, provenance, sha256_file, write_json
+from ewa.checkpoint import check_loadable, check_loaded, check_model_dir
+from ewa.io import atomic_path, exclusive_output, provenance, sha256_file, write_json
 from ewa.problems import Problem, read_problems
 from ewa.prompts import IO_INSTRUCTIONS, PLANS, SYSTEM_PROMPT
 
@@ -96,6 +96,7 @@ def adopt_hf(path: Path, model: dict, problems: list[Problem], out: Path, seed: 
 
     tokenizer = AutoTokenizer.from_pretrained(path)
     net = AutoModelForCausalLM.from_pretrained(path, dtype="auto")
+    check_loaded(net, path, "--init")  # SFT on a tensor filled at random would hide it for good
     result = run_sft(net, tokenizer, warm_start_examples(problems, sft, sandbox), sft, seed)
     net.save_pretrained(out)
     tokenizer.save_pretrained(out)
@@ -111,8 +112,10 @@ def build_init(model: dict, problems_path: str | os.PathLike, out: str | os.Path
     if source is None:
         from ewa.init.tiny import tiny_settings
         tiny_settings(model["tiny"])
+    else:
+        check_loadable(source, "--init")  # linked or fine-tuned, it must load whole
     problems = read_problems(problems_path)
-    with atomic_path(out) as tmp:
+    with exclusive_output(out, what="ewa init"), atomic_path(out) as tmp:
         tmp.mkdir()
         summary = (build_tiny(model, problems, tmp, seed, sandbox) if source is None
                    else adopt_hf(source, model, problems, tmp, seed, sandbox))

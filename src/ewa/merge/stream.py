@@ -1,5 +1,6 @@
 """The merge's single pass: each tensor of every input is read once, blended in float32 for every
-coefficient set (every alpha), and appended to every output model; outputs appear atomically."""
+coefficient set (every alpha), and appended to every output model; outputs appear atomically, one writer
+at a time, and only once their shards read back with every tensor of the inputs."""
 from __future__ import annotations
 
 import json
@@ -13,9 +14,10 @@ from typing import Sequence
 import torch
 from tqdm import tqdm
 
-from ewa.io import atomic_path, provenance
+from ewa.io import atomic_path, exclusive_output, provenance
 from ewa.merge import HASH_MODES, RECORD_FILE, MergeError, parse_size
-from ewa.checkpoint import Checkpoint, ShardReader, check_compatible, fingerprint, read_checkpoint
+from ewa.checkpoint import (CONFIG_FILE, Checkpoint, CheckpointError, ShardReader, check_compatible, check_tensors,
+                            expected_tensors, fingerprint, model_config, read_checkpoint, read_config)
 from ewa.merge.writer import BlockWriter, ModelWriter, as_bytes, plan_layout
 
 # (block bytes, buffers) of the write ring: on CPU a block stays in cache from blend to write(); on a GPU
@@ -25,6 +27,13 @@ CPU_BLOCKS, GPU_BLOCKS = (1 << 20, 32), (64 << 20, 4)
 # its card. (ewa_train.json/ewa_init.json would otherwise claim the merge was trained.)
 NOT_COPIED = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".gguf", ".safetensors.index.json",
               RECORD_FILE, "trainer_state.json", "README.md", "ewa_train.json", "ewa_init.json", "metrics.csv")
+# Config keys that do not change what the weights compute, so inputs may differ in them: provenance, the
+# storage dtype (each tensor's dtype is compared from the headers), what a forward call returns or caches,
+# and the scale of a random init (a merged model has every tensor). Every other key must agree.
+CONFIG_KEYS_IGNORED = frozenset({
+    "_name_or_path", "_commit_hash", "transformers_version", "dtype", "torch_dtype", "use_cache",
+    "output_attentions", "output_hidden_states", "return_dict", "_attn_implementation",
+    "_attn_implementation_autoset", "initializer_range"})
 
 
 def resolve_device(device: str = "auto") -> str:
@@ -114,20 +123,65 @@ def stream(base: Checkpoint, endpoints: list[Checkpoint], coefficient_sets, mode
             reader.close()
 
 
-def copy_non_weights(source: Path, target: Path) -> None:
-    """config.json, generation_config.json, tokenizer files: everything a loader needs besides weights."""
+def copy_non_weights(source: Path, target: Path, config: dict) -> None:
+    """config.json (from the parsed object), generation_config.json, tokenizer files: everything a loader
+    needs besides weights."""
+    (target / CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     for entry in sorted(source.iterdir()):
-        if entry.is_file() and not entry.name.endswith(NOT_COPIED):
+        if entry.is_file() and entry.name != CONFIG_FILE and not entry.name.endswith(NOT_COPIED):
             shutil.copy2(entry, target / entry.name)
 
 
-def open_inputs(base_dir, endpoint_dirs, out_dirs: list[Path]) -> tuple[Checkpoint, list[Checkpoint]]:
-    """Read and cross-check every input's tensor specs; refuse outputs that would overwrite an input."""
+UNSET = "unset"
+
+
+def config_difference(a: dict, b: dict) -> tuple | None:
+    """The path to the first key (in sorted order, nested dicts entered) whose values differ, ignoring
+    CONFIG_KEYS_IGNORED at every level; None when the configs describe the same computation."""
+    for key in sorted(a.keys() | b.keys(), key=str):
+        if key in CONFIG_KEYS_IGNORED:
+            continue
+        x, y = a.get(key, UNSET), b.get(key, UNSET)
+        if isinstance(x, dict) and isinstance(y, dict):
+            if (inner := config_difference(x, y)) is not None:
+                return (key, *inner)
+        elif x != y:
+            return (key,)
+    return None
+
+
+def config_value(config: dict, path: tuple) -> str:
+    for key in path:
+        config = config.get(key, UNSET) if isinstance(config, dict) else UNSET
+    return config if config is UNSET else repr(config)[:80]
+
+
+def check_same_architecture(inputs: list[Checkpoint]) -> dict:
+    """Every input's config.json parses and describes the same model as the first's, compared as
+    transformers reads them (legacy keys normalised, defaults filled); returns the first's parsed JSON."""
+    raw = [read_config(c.path) for c in inputs]
+    parsed = [model_config(c.path).to_dict() for c in inputs]
+    for other, config in zip(inputs[1:], parsed[1:]):
+        if (path := config_difference(parsed[0], config)) is not None:
+            key = ".".join(map(str, path))
+            raise MergeError(f"{other.path / CONFIG_FILE}: {key!r} is {config_value(config, path)} but "
+                             f"{config_value(parsed[0], path)} in {inputs[0].path / CONFIG_FILE}; "
+                             f"the inputs of a merge must share one architecture")
+    return raw[0]
+
+
+def open_inputs(base_dir, endpoint_dirs, out_dirs: list[Path]) -> tuple[Checkpoint, list[Checkpoint], dict]:
+    """Read and cross-check every input's tensor specs and config; refuse outputs that would overwrite an
+    input. Returns the base, the endpoints, and the config the outputs get."""
     base = read_checkpoint(base_dir)
-    if not (base.path / "config.json").is_file():
+    if not (base.path / CONFIG_FILE).is_file():
         raise MergeError(f"{base.path}: no config.json (not a Hugging Face model directory)")
     endpoints = [read_checkpoint(p) for p in endpoint_dirs]
     check_compatible(base, endpoints)
+    config = check_same_architecture([base, *endpoints])
+    # Every input has the base's tensors and architecture, so the base speaks for all: no tensor its
+    # config asks for may be absent from the outputs. Extra tensors are merged like any other.
+    check_tensors(base, expected_tensors(base.path), extra_ok=True)
     inputs = [c.path.resolve() for c in (base, *endpoints)]
     if len({p.resolve() for p in out_dirs}) != len(out_dirs):
         raise MergeError(f"output directories are not distinct: {[str(p) for p in out_dirs]}")
@@ -135,7 +189,24 @@ def open_inputs(base_dir, endpoint_dirs, out_dirs: list[Path]) -> tuple[Checkpoi
         res = out.resolve()
         if any(res == i or i in res.parents or res in i.parents for i in inputs):
             raise MergeError(f"{out}: output directory overlaps an input model directory")
-    return base, endpoints
+    return base, endpoints, config
+
+
+def verify_output(written_dir: Path, out: Path, base: Checkpoint) -> None:
+    """The written shards read back (headers only) with every tensor of the inputs in its dtype and shape,
+    and nothing else: what a merge promises, checked before anything is published."""
+    try:
+        written = read_checkpoint(written_dir)
+    except CheckpointError as e:
+        raise MergeError(f"{out}: the written model does not read back ({e}); nothing was published") from None
+    for name, spec in base.specs.items():
+        if name not in written.specs:
+            raise MergeError(f"{out}: tensor {name!r} is missing from the written shards; nothing was published")
+        if written.specs[name] != spec:
+            raise MergeError(f"{out}: tensor {name!r} was written as {written.specs[name]} instead of {spec}; "
+                             f"nothing was published")
+    if extra := [n for n in written.specs if n not in base.specs]:
+        raise MergeError(f"{out}: the written shards hold tensor {extra[0]!r} that no input has; nothing was published")
 
 
 def merge(base_dir, endpoint_dirs, coefficient_sets, out_dirs, roles: list[str], records: list[dict], *,
@@ -155,13 +226,17 @@ def merge(base_dir, endpoint_dirs, coefficient_sets, out_dirs, roles: list[str],
         raise MergeError(f"hash {hash_mode!r}: expected one of {', '.join(HASH_MODES)}")
     if (max_shard_bytes := parse_size(max_shard_bytes)) <= 0:
         raise MergeError("max shard size must be positive")
-    base, endpoints = open_inputs(base_dir, endpoint_dirs, out_dirs)
+    base, endpoints, model_config_json = open_inputs(base_dir, endpoint_dirs, out_dirs)
     device = resolve_device(device)
     layout = plan_layout(list(base.weight_map), base.specs, max_shard_bytes)
-    hashes = {role: fingerprint(c, hash_mode) for role, c in zip(roles, (base, *endpoints))}
     config = {"device": device, "max_shard_bytes": max_shard_bytes, "hash": hash_mode}
 
     with ExitStack() as stack:
+        # One writer per output; under the locks, what killed runs left is removed, and a full disk
+        # becomes one line (exclusive_output). Entered first, so they are released last.
+        for out in out_dirs:
+            stack.enter_context(exclusive_output(out, what="ewa merge"))
+        hashes = {role: fingerprint(c, hash_mode) for role, c in zip(roles, (base, *endpoints))}
         tmp_dirs = [stack.enter_context(atomic_path(p)) for p in out_dirs]
         for tmp in tmp_dirs:
             tmp.mkdir()
@@ -179,8 +254,10 @@ def merge(base_dir, endpoint_dirs, coefficient_sets, out_dirs, roles: list[str],
         for model in models:
             model.close()
         writer.close()
+        for tmp, out in zip(tmp_dirs, out_dirs):
+            verify_output(tmp, out, base)
         for tmp, coefficients, record in zip(tmp_dirs, coefficient_sets, records):
-            copy_non_weights(base.path, tmp)
+            copy_non_weights(base.path, tmp, model_config_json)
             exact = exact_source(coefficients)
             record = {**record, "exact_copy_of": None if exact is None else roles[exact], "inputs": hashes}
             (tmp / RECORD_FILE).write_text(json.dumps(provenance(config, **record), indent=2) + "\n")

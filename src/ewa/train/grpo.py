@@ -7,12 +7,13 @@ import json
 import logging
 import os
 import shutil
+from contextlib import nullcontext
 from pathlib import Path
 
-from ewa.checkpoint import check_model_dir
+from ewa.checkpoint import check_loadable, check_loaded, check_model_dir
 from ewa.config import section
 from ewa.errors import UserError
-from ewa.io import atomic_path, provenance, sha256_file, write_json
+from ewa.io import atomic_path, exclusive_output, provenance, sha256_file, write_json
 from ewa.problems import Problem, read_problems
 from ewa.runtime import checkpointing_arg
 from ewa.verdicts import VERDICTS
@@ -106,12 +107,14 @@ def check_problems(problems: list[Problem], regime: dict, path) -> None:
 
 
 def check_init(init: str | os.PathLike) -> Path:
+    """An init the trainer loads whole (headers against config.json), with a tokenizer and chat template."""
     path = check_model_dir(init)
     config = path / "tokenizer_config.json"
     has_template = (path / "chat_template.jinja").is_file() or (
         config.is_file() and "chat_template" in json.loads(config.read_text()))
     if not has_template:
         raise UserError(f"--init: {path} has no chat template (chat_template.jinja or tokenizer_config.json)")
+    check_loadable(path, "--init")
     return path
 
 
@@ -204,38 +207,43 @@ def train_regime(init: str | os.PathLike, problems_path: str | os.PathLike, regi
     # The same rows in the same order for every regime; the trainer's seeded sampler shuffles them.
     dataset = Dataset.from_list([{"prompt": reasoning_messages(p), "problem_id": p.id} for p in problems])
     tokenizer = AutoTokenizer.from_pretrained(init)
-    # One sandbox for the whole run, not one per step; each rank of a multi-GPU run opens its own.
-    with sandbox_from_config(section("sandbox", sandbox), calibration=calibration) as sandbox:
-        judged_by = sandbox.info()
-        from ewa.sandbox.semantics import provenance as judge_provenance
-        judged_by["judge"] = judge_provenance(p.judge for p in problems)
-        reward = CoverageReward({p.id: p for p in problems}, regime, sandbox, s["reward"])
-        state = PartialState()
-        resume = resume_point(work, fingerprint)  # every rank decides from the same untouched work dir
-        state.wait_for_everyone()
-        if state.is_main_process:
-            prepare_work_dir(work, fingerprint, resume)
-        state.wait_for_everyone()
-        if resume:
-            log.info("resuming from %s", resume)
-        trainer = GRPOTrainer(model=str(init), reward_funcs=reward, args=grpo_config(s, work, seed, world_size),
-                              train_dataset=dataset, processing_class=tokenizer)
-        trainer.train(resume_from_checkpoint=resume)
-        final = work / "final"
-        trainer.save_model(str(final))  # collective under ZeRO-3/FSDP: every rank calls it
-    if not trainer.accelerator.is_main_process:
-        return {}
-    record = provenance(
-        s, regime=regime, seed=seed, init=str(init), problems=str(problems_path),
-        problems_sha256=fingerprint["problems_sha256"], sandbox=judged_by, init_fingerprint=fingerprint["init"],
-        global_step=trainer.state.global_step, resumed_from=resume,
-    )
-    with atomic_path(out) as tmp:
-        os.replace(final, tmp)
-        (tmp / "training_args.bin").unlink(missing_ok=True)  # a pickle; ewa_train.json records the settings
-        tokenizer.save_pretrained(tmp)
-        metrics_frame(trainer.state.log_history).to_csv(tmp / "metrics.csv", index=False)
-        write_json(tmp / "ewa_train.json", record)
-    if not s["keep_work_dir"]:
-        shutil.rmtree(work, ignore_errors=True)
+    state = PartialState()
+    # One run per regime output. Only the main process locks: it alone prunes the work dir and publishes,
+    # and if the lock refuses it, the launcher stops the other ranks waiting at the barrier. The lock
+    # covers the work dir a resumed run reads, and clears what killed runs left of `out`.
+    with exclusive_output(out, work, what="ewa train") if state.is_main_process else nullcontext():
+        # One sandbox for the whole run, not one per step; each rank of a multi-GPU run opens its own.
+        with sandbox_from_config(section("sandbox", sandbox), calibration=calibration) as sandbox:
+            judged_by = sandbox.info()
+            from ewa.sandbox.semantics import provenance as judge_provenance
+            judged_by["judge"] = judge_provenance(p.judge for p in problems)
+            reward = CoverageReward({p.id: p for p in problems}, regime, sandbox, s["reward"])
+            resume = resume_point(work, fingerprint)  # every rank decides from the same untouched work dir
+            state.wait_for_everyone()
+            if state.is_main_process:
+                prepare_work_dir(work, fingerprint, resume)
+            state.wait_for_everyone()
+            if resume:
+                log.info("resuming from %s", resume)
+            trainer = GRPOTrainer(model=str(init), reward_funcs=reward, args=grpo_config(s, work, seed, world_size),
+                                  train_dataset=dataset, processing_class=tokenizer)
+            check_loaded(trainer.model, init, "--init")  # TRL loads the init: nothing it filled at random
+            trainer.train(resume_from_checkpoint=resume)
+            final = work / "final"
+            trainer.save_model(str(final))  # collective under ZeRO-3/FSDP: every rank calls it
+        if not trainer.accelerator.is_main_process:
+            return {}
+        record = provenance(
+            s, regime=regime, seed=seed, init=str(init), problems=str(problems_path),
+            problems_sha256=fingerprint["problems_sha256"], sandbox=judged_by, init_fingerprint=fingerprint["init"],
+            global_step=trainer.state.global_step, resumed_from=resume,
+        )
+        with atomic_path(out) as tmp:
+            os.replace(final, tmp)
+            (tmp / "training_args.bin").unlink(missing_ok=True)  # a pickle; ewa_train.json records the settings
+            tokenizer.save_pretrained(tmp)
+            metrics_frame(trainer.state.log_history).to_csv(tmp / "metrics.csv", index=False)
+            write_json(tmp / "ewa_train.json", record)
+        if not s["keep_work_dir"]:
+            shutil.rmtree(work, ignore_errors=True)
     return record

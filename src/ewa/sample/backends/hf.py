@@ -26,6 +26,7 @@ import torch
 from transformers import AutoModelForCausalLM, DynamicCache, LogitsProcessor
 from transformers.cache_utils import DynamicLayer
 
+from ewa.checkpoint import check_loadable, check_loaded
 from ewa.sample.backends import Backend, Completion
 from ewa.chat import stop_token_ids
 
@@ -154,7 +155,11 @@ class HFBackend(Backend):
         self.tokenizer, self.batch_size = tokenizer, settings.batch_size
         self.device = "cuda" if torch.cuda.is_available() else "cpu"
         dtype = "auto" if self.device == "cuda" else torch.float32
-        self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).to(self.device).eval()
+        # transformers fills a missing tensor at random and carries on: refuse before and check after
+        check_loadable(model_dir, "--model")
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)
+        check_loaded(model, model_dir, "--model")
+        self.model = model.to(self.device).eval()
         self.eos_ids = stop_token_ids(tokenizer, self.model.generation_config.eos_token_id)
         self.context_length = getattr(self.model.config, "max_position_embeddings", None) or tokenizer.model_max_length
         self.info = {"device": self.device, "dtype": str(self.model.dtype), "torch_threads": torch.get_num_threads(),

@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 from ewa.chat import stop_token_ids
+from ewa.checkpoint import check_loadable
 from ewa.sample.backends import Backend, Completion
 from ewa.sample.backends.replicas import EngineShare, cpu_shares, deal, gather, gpu_shares, visible_gpus
 from ewa.sample.backends.vllm_process import WorkerProcess
@@ -116,6 +117,9 @@ class VLLMBackend(Backend):
         from transformers import GenerationConfig
 
         self.tokenizer = tokenizer
+        # The engines load the weights in their own processes (and venv): the headers are checked against
+        # config.json here, before any engine starts, so a broken model is one line and costs no start-up.
+        check_loadable(model_dir, "--model")
         try:
             model_eos = GenerationConfig.from_pretrained(model_dir).eos_token_id
         except OSError:
