@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from ewa.checkpoint import MODEL_WEIGHT_FILES, fingerprint, read_checkpoint
+from ewa.checkpoint import MODEL_WEIGHT_FILES, check_loadable, fingerprint, read_checkpoint
 from ewa.errors import UserError
 from ewa.io import exclusive_output, provenance, sha256_file, write_json, write_jsonl
 from ewa.merge import merge_record
@@ -89,6 +89,7 @@ def sample_file(problems: list[Problem], setting_name: str, config: SampleConfig
     """
     setting_cls = setting_class(setting_name)
     backend_name = resolve_backend(config.backend)
+    check_loadable(model_dir, "--model")  # before anything is written: a model that would not load whole
     inputs = inputs_fingerprint(problems, setting_name, config, model_dir, backend_name,
                                 sandbox if setting_cls.uses_sandbox else None, calibration)
     tokenizer = load_tokenizer(model_dir)
