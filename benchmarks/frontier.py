@@ -3,7 +3,7 @@
 Times ewa's vectorised path (arrow counting, pass@k tables, matrix bootstrap) against the naive
 baseline measured in the same run: pandas groupby-apply computing pass@k with math.comb per problem.
 
-    .venv/bin/python benchmarks/frontier.py [--problems 1000 --samples 250 --alphas 20 --reps 1000]
+    .venv/bin/python benchmarks/frontier.py [--problems 1000 --samples 250 --alphas 20 --reps 1000] [--smoke]
 """
 from __future__ import annotations
 
@@ -72,7 +72,10 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=250)
     ap.add_argument("--alphas", type=int, default=20)
     ap.add_argument("--reps", type=int, default=1000)
+    ap.add_argument("--smoke", action="store_true", help="20 problems x 12 samples x 3 alphas, 20 reps")
     args = ap.parse_args()
+    if args.smoke:
+        vars(args).update(problems=20, samples=12, alphas=3, reps=20)
     ks = tuple(k for k in (1, 10, 100) if k <= args.samples)
     alphas = np.round(np.linspace(-1.0, 2.0, args.alphas), 2)
     with tempfile.TemporaryDirectory(prefix="ewa-bench-frontier-") as tmp:

@@ -2,6 +2,7 @@
 (`cat`: read A and B once, write one model's bytes per alpha), on synthetic Qwen2-shaped fp32 checkpoints.
 
     .venv/bin/python benchmarks/merge.py --gb 1          # sizes 0.5 and 1 GB; ~2-3 min on 2 cores
+    .venv/bin/python benchmarks/merge.py --smoke         # one ~2 MB size of narrow tensors: checks it runs
 """
 from __future__ import annotations
 
@@ -18,38 +19,42 @@ import torch
 from safetensors.torch import load_file, save_file
 
 BIN = Path(sys.executable).parent
-HIDDEN, INTERMEDIATE, HEADS, KV_HEADS, VOCAB = 1024, 2816, 16, 4, 16384
+DIMS = {"hidden": 1024, "intermediate": 2816, "heads": 16, "kv_heads": 4, "vocab": 16384}
+# Narrow tensors, so a model of a few MB still has several layers and shards.
+SMOKE_DIMS = {"hidden": 64, "intermediate": 176, "heads": 4, "kv_heads": 2, "vocab": 512}
+SMOKE = {"gb": 0.002, "shard_mb": 1, "repeat": 1}
 GRID = [-1.0, -0.5, 0.25, 0.5, 0.75, 1.25, 1.5, 2.0]  # no 0 or 1: those are plain copies
 ONE_ALPHA = 1.5
 
 
-def layer_shapes(i: int) -> dict[str, list[int]]:
-    kv = HIDDEN // HEADS * KV_HEADS
+def layer_shapes(i: int, dims: dict) -> dict[str, list[int]]:
+    hidden, inter = dims["hidden"], dims["intermediate"]
+    kv = hidden // dims["heads"] * dims["kv_heads"]
     p = f"model.layers.{i}."
-    return {p + "self_attn.q_proj.weight": [HIDDEN, HIDDEN], p + "self_attn.q_proj.bias": [HIDDEN],
-            p + "self_attn.k_proj.weight": [kv, HIDDEN], p + "self_attn.k_proj.bias": [kv],
-            p + "self_attn.v_proj.weight": [kv, HIDDEN], p + "self_attn.v_proj.bias": [kv],
-            p + "self_attn.o_proj.weight": [HIDDEN, HIDDEN],
-            p + "mlp.gate_proj.weight": [INTERMEDIATE, HIDDEN], p + "mlp.up_proj.weight": [INTERMEDIATE, HIDDEN],
-            p + "mlp.down_proj.weight": [HIDDEN, INTERMEDIATE],
-            p + "input_layernorm.weight": [HIDDEN], p + "post_attention_layernorm.weight": [HIDDEN]}
+    return {p + "self_attn.q_proj.weight": [hidden, hidden], p + "self_attn.q_proj.bias": [hidden],
+            p + "self_attn.k_proj.weight": [kv, hidden], p + "self_attn.k_proj.bias": [kv],
+            p + "self_attn.v_proj.weight": [kv, hidden], p + "self_attn.v_proj.bias": [kv],
+            p + "self_attn.o_proj.weight": [hidden, hidden],
+            p + "mlp.gate_proj.weight": [inter, hidden], p + "mlp.up_proj.weight": [inter, hidden],
+            p + "mlp.down_proj.weight": [hidden, inter],
+            p + "input_layernorm.weight": [hidden], p + "post_attention_layernorm.weight": [hidden]}
 
 
-def model_shapes(gb: float) -> tuple[dict[str, list[int]], int, int]:
+def model_shapes(gb: float, dims: dict) -> tuple[dict[str, list[int]], int, int]:
     """Qwen2 tensor names and shapes totalling about `gb` GB in fp32; returns (shapes, layers, vocab)."""
-    target = gb * 1e9
+    target, hidden = gb * 1e9, dims["hidden"]
     # a fixed vocabulary keeps every tensor shape the same across sizes: only the layer count grows
-    vocab = max(1024, min(VOCAB, int(target * 0.5 / (8 * HIDDEN)) // 128 * 128))
-    per_layer = sum(torch.Size(s).numel() for s in layer_shapes(0).values()) * 4
-    layers = max(1, round((target - 8 * vocab * HIDDEN) / per_layer))
-    shapes = {"model.embed_tokens.weight": [vocab, HIDDEN]}
+    vocab = max(min(1024, dims["vocab"]), min(dims["vocab"], int(target * 0.5 / (8 * hidden)) // 128 * 128))
+    per_layer = sum(torch.Size(s).numel() for s in layer_shapes(0, dims).values()) * 4
+    layers = max(1, round((target - 8 * vocab * hidden) / per_layer))
+    shapes = {"model.embed_tokens.weight": [vocab, hidden]}
     for i in range(layers):
-        shapes.update(layer_shapes(i))
-    shapes |= {"model.norm.weight": [HIDDEN], "lm_head.weight": [vocab, HIDDEN]}
+        shapes.update(layer_shapes(i, dims))
+    shapes |= {"model.norm.weight": [hidden], "lm_head.weight": [vocab, hidden]}
     return shapes, layers, vocab
 
 
-def write_checkpoint(path: Path, shapes, layers: int, vocab: int, seed: int, shard_bytes: int) -> None:
+def write_checkpoint(path: Path, shapes, layers: int, vocab: int, seed: int, shard_bytes: int, dims: dict) -> None:
     path.mkdir(parents=True)
     gen = torch.Generator().manual_seed(seed)
     weight_map, shard, size, total, n = {}, {}, 0, 0, 0
@@ -69,8 +74,9 @@ def write_checkpoint(path: Path, shapes, layers: int, vocab: int, seed: int, sha
     flush()
     (path / "model.safetensors.index.json").write_text(
         json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}))
-    config = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": HIDDEN,
-              "intermediate_size": INTERMEDIATE, "num_attention_heads": HEADS, "num_key_value_heads": KV_HEADS,
+    config = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": dims["hidden"],
+              "intermediate_size": dims["intermediate"], "num_attention_heads": dims["heads"],
+              "num_key_value_heads": dims["kv_heads"],
               "num_hidden_layers": layers, "vocab_size": vocab, "max_position_embeddings": 4096,
               "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": False, "torch_dtype": "float32"}
     (path / "config.json").write_text(json.dumps(config, indent=2))
@@ -103,11 +109,11 @@ def timed(cmd, log, repeat, cleanup) -> tuple[float, float, float]:
 
 
 def bench_size(work: Path, gb: float, args) -> tuple[int, dict]:
-    shapes, layers, vocab = model_shapes(gb)
+    shapes, layers, vocab = model_shapes(gb, args.dims)
     a, b, out = work / "A", work / "B", work / "out"
     t = time.perf_counter()
-    write_checkpoint(a, shapes, layers, vocab, 0, args.shard_bytes)
-    write_checkpoint(b, shapes, layers, vocab, 1, args.shard_bytes)
+    write_checkpoint(a, shapes, layers, vocab, 0, args.shard_bytes, args.dims)
+    write_checkpoint(b, shapes, layers, vocab, 1, args.shard_bytes, args.dims)
     size = sum(f.stat().st_size for f in a.glob("*.safetensors"))
     print(f"{size / 1e9:.2f} GB per model ({layers} layers, vocab {vocab}, "
           f"{len(list(a.glob('*.safetensors')))} shards); generated in {time.perf_counter() - t:.0f} s", flush=True)
@@ -154,7 +160,11 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=1, help="runs per cheap measurement (min wall time)")
     p.add_argument("--work", default="benchmarks/out/merge")
     p.add_argument("--keep", action="store_true", help="keep the work directory")
+    p.add_argument("--smoke", action="store_true", help="one tiny size of narrow tensors (checks the benchmark runs)")
     args = p.parse_args()
+    if args.smoke:
+        vars(args).update(SMOKE)
+    args.dims = SMOKE_DIMS if args.smoke else DIMS
     args.shard_bytes = args.shard_mb * 1_000_000
     work = Path(args.work)
     shutil.rmtree(work, ignore_errors=True)
@@ -162,7 +172,7 @@ def main() -> None:
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     try:
         sizes = {}
-        for gb in (args.gb / 2, args.gb):
+        for gb in (args.gb,) if args.smoke else (args.gb / 2, args.gb):
             sizes[gb] = bench_size(work / f"{gb:g}GB", gb, args)
     finally:
         if not args.keep:
@@ -187,6 +197,9 @@ def main() -> None:
         print(f"  {gb}: {n} alphas, {n} mergekit runs (est. {n} x 1 alpha) / ewa one pass = "
               f"{n * r['mergekit 1'][0] / r[f'ewa {n}'][0]:.1f}x")
         print(f"  {gb}: peak RSS, ewa / mergekit = {r['ewa 1'][1] / r['mergekit 1'][1]:.2f}   [< 1]")
+    if len(sizes) < 2:
+        print("  peak RSS growth: skipped (--smoke measures one size)")
+        return
     (small, rs), (large, rl) = sizes.values()
     print(f"  peak RSS growth {small / 1e9:.2f} -> {large / 1e9:.2f} GB: ewa 1 alpha {rl['ewa 1'][1] / rs['ewa 1'][1]:.2f}x, "
           f"ewa {n} alphas {rl[f'ewa {n}'][1] / rs[f'ewa {n}'][1]:.2f}x, mergekit {rl['mergekit 1'][1] / rs['mergekit 1'][1]:.2f}x"

