@@ -132,4 +132,12 @@ out=$(docker run --rm --network none --read-only --memory 256m --memory-swap 256
   /usr/local/bin/python3 -c 'import json, resource, signal, select; print(1)') ||
   die "$IMAGE does not run python3 under --network none --read-only --memory 256m --pids-limit 64"
 [ "$out" = 1 ] || die "$IMAGE printed '$out' instead of 1"
-log "ok: $IMAGE runs python3 with --network none --read-only --memory 256m --pids-limit 64 ($(elapsed) s total)"
+# The fork server itself must start there: it refuses to run unless its seccomp filter installs under
+# the engine's own profile. Its hello is a 4-byte length, then JSON.
+server=$(dirname "$0")/../src/ewa/sandbox/forkserver.py
+hello=$(docker run --rm -i --network none --read-only --tmpfs /tmp:rw,mode=1777 --cap-drop ALL \
+  --security-opt no-new-privileges --user 65534:65534 --workdir /tmp "$IMAGE" \
+  /usr/local/bin/python3 -s -B -c "$(cat "$server")" --scratch /tmp </dev/null | tail -c +5) ||
+  die "$IMAGE does not run the sandbox's fork server (its error is above)"
+grep -q '"seccomp":true' <<<"$hello" || die "the fork server does not start in $IMAGE: $hello"
+log "ok: $IMAGE runs python3 and the fork server (seccomp on) with --network none --read-only --memory 256m --pids-limit 64 ($(elapsed) s total)"

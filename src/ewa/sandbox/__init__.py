@@ -25,6 +25,13 @@ always says yes. Defences:
   walk of every visible directory finds no file of the project or its data.
 - No network, private /dev /proc and pid/ipc/uts namespaces, a cleared environment, an unprivileged
   per-worker uid with no capabilities and no_new_privs; the sandbox dies with its parent.
+- A seccomp filter, which the fork server installs on itself before anything runs (every backend; it
+  does not start without one): namespaces (unshare, setns, clone with namespace flags), mounts,
+  ptrace and other processes' memory, keyrings, bpf, perf, userfaultfd, kernel modules, kexec,
+  reboot, swap, io_uring and the like fail with EPERM. info() records it.
+- A program longer than `max_source_bytes` is CE without being compiled; the rest are compiled by
+  their first test's candidate under its limits (a compile over them is MLE or TLE), never by the
+  fork server every candidate is forked from.
 - rlimits per test (CPU, address space, processes, file size) and capped output pipes; each test's
   process tree is killed afterwards (own session, plus a subreaper sweep) and /tmp is emptied. TLE is
   decided on CPU time, so load does not change verdicts; the wall-clock backstop (for programs that
@@ -101,7 +108,8 @@ class Sandbox:
     def limits(self, time_limit_s: float, memory_limit_mb: float, scaled: bool = True) -> Limits:
         return Limits(cpu_s=time_limit_s * (self.time_factor if scaled else 1.0), memory_mb=memory_limit_mb,
                       output_bytes=self.settings.output_limit_mb << 20,
-                      max_processes=self.settings.max_processes if os.geteuid() == 0 else 0)
+                      max_processes=self.settings.max_processes if os.geteuid() == 0 else 0,
+                      source_bytes=self.settings.max_source_bytes)
 
     def _submit(self, problem: Problem, code: str | None, tests: Sequence[int] | None, early_stop: bool,
                 test_tiers: Sequence[int] | None) -> Future:
@@ -140,7 +148,7 @@ class Sandbox:
     def info(self) -> dict:
         """What every result records about how it was judged."""
         return {"backend": self.backend.name, "workers": self.workers, "worker_sizing": self.sizing,
-                "python": self.settings.python,
+                "python": self.settings.python, "seccomp": self.pool.info.get("seccomp"),
                 "time_factor": self.time_factor, "calibration": self.calibration,
                 "settings": dataclasses.asdict(self.settings)}
 
@@ -163,7 +171,8 @@ def sandbox_from_config(sandbox: dict, calibration: str | None = None, workers: 
     (rewards, tool calls, agentic feedback, evaluation, calibration) opens it here, so every key reaches
     all of them. With `calibrate: false` time limits are taken as they are (factor 1)."""
     settings = SandboxSettings(backend=sandbox["backend"], python=sandbox["python"],
-                               docker_image=sandbox["docker_image"], workers=workers or 0)
+                               docker_image=sandbox["docker_image"],
+                               max_source_bytes=sandbox.get("max_source_bytes"), workers=workers or 0)
     factor = time_factor if time_factor is not None else (None if sandbox["calibrate"] else 1.0)
     return Sandbox(settings=settings, time_factor=factor, calibration_path=calibration if factor is None else None,
                    resumed_time_factor=resumed_time_factor)

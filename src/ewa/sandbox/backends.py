@@ -47,6 +47,7 @@ class SandboxSettings:
     max_processes: int = 32  # RLIMIT_NPROC for a candidate (processes and threads)
     output_limit_mb: int = 64  # stdout/stderr/file size beyond which a test is cut off
     float_tol: float = 1e-6  # relative and absolute tolerance when comparing floats
+    max_source_bytes: int | None = None  # longer programs are CE uncompiled; None: the config default
     docker_image: str | None = None  # scripts/docker-sandbox-image.sh builds it; None: the config default
     docker_python: str = "/usr/bin/python3"
     docker_memory_mb: int = 2048  # whole-container backstop; per-test limits are rlimits inside
@@ -57,7 +58,7 @@ class SandboxSettings:
         from ewa.config import section
 
         defaults = section("sandbox")
-        for key in ("python", "docker_image"):
+        for key in ("python", "docker_image", "max_source_bytes"):
             if getattr(self, key) is None:
                 object.__setattr__(self, key, defaults[key])
 

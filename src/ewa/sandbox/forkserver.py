@@ -5,9 +5,13 @@ Processes (all one unprivileged uid, all non-dumpable so none can ptrace or read
              stdout; forks a *checker* per testcode test (it alone ever holds test code).
   zygote     forked by the router before any request; forks one *candidate* per test with rlimits,
              captures its output, times it and reaps its whole process tree. It never receives test
-             code or expected values, so no candidate inherits them in its memory.
+             code or expected values, so no candidate inherits them in its memory, and never parses or
+             compiles a program, so no program can grow it: a program's first candidate compiles it,
+             under its limits, for the others (compile_here; the zygote holds the code of a small one).
   candidate  runs the model's code: as __main__ on stdin (mode stdin), one call of func_name on
              JSON arguments (mode call), or serving the checker's calls over pipes (mode serve).
+Every one of them runs under a seccomp filter the router installs first (install_seccomp): syscalls no
+program needs (namespaces, mounts, ptrace, keyrings, bpf, kernel modules, ...) fail with EPERM.
 Values cross process boundaries through `encode`/`decode`, which rebuild plain builtin values, so a
 candidate's return value cannot carry a forged __eq__ into the comparison.
 
@@ -29,6 +33,7 @@ import fcntl
 import io
 import json
 import linecache
+import marshal
 import opcode
 import os
 import resource
@@ -41,6 +46,7 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 
 HEADER = struct.Struct(">I")
 MAX_DEPTH = 200
@@ -149,6 +155,98 @@ def prctl(option, arg):
         return False
 
 
+# ---- seccomp: syscalls no candidate needs fail with EPERM -------------------------------------
+# Namespaces, mounts, tracing and other processes' memory, keyrings, BPF and perf, kernel modules and
+# kexec, swap, reboot, clocks, io_uring (whose operations bypass seccomp): name -> (x86_64, aarch64).
+DENIED_SYSCALLS = {
+    "unshare": (272, 97), "setns": (308, 268), "mount": (165, 40), "umount2": (166, 39),
+    "pivot_root": (155, 41), "chroot": (161, 51), "open_tree": (428, 428), "move_mount": (429, 429),
+    "fsopen": (430, 430), "fsconfig": (431, 431), "fsmount": (432, 432), "fspick": (433, 433),
+    "mount_setattr": (442, 442), "ptrace": (101, 117), "process_vm_readv": (310, 270),
+    "process_vm_writev": (311, 271), "kcmp": (312, 272), "pidfd_getfd": (438, 438),
+    "process_madvise": (440, 440), "keyctl": (250, 219), "add_key": (248, 217), "request_key": (249, 218),
+    "bpf": (321, 280), "perf_event_open": (298, 241), "userfaultfd": (323, 282), "kexec_load": (246, 104),
+    "kexec_file_load": (320, 294), "init_module": (175, 105), "finit_module": (313, 273),
+    "delete_module": (176, 106), "open_by_handle_at": (304, 265), "name_to_handle_at": (303, 264),
+    "fanotify_init": (300, 262), "reboot": (169, 142), "swapon": (167, 224), "swapoff": (168, 225),
+    "acct": (163, 89), "quotactl": (179, 60), "quotactl_fd": (443, 443), "syslog": (103, 116),
+    "lookup_dcookie": (212, 18), "vhangup": (153, 58), "nfsservctl": (180, 42), "sethostname": (170, 161),
+    "setdomainname": (171, 162), "settimeofday": (164, 170), "clock_settime": (227, 112),
+    "clock_adjtime": (305, 266), "adjtimex": (159, 171), "io_uring_setup": (425, 425),
+    "io_uring_enter": (426, 426), "io_uring_register": (427, 427), "iopl": (172, None), "ioperm": (173, None),
+    "modify_ldt": (154, None), "uselib": (134, None), "create_module": (174, None),
+    "get_kernel_syms": (177, None), "query_module": (178, None), "_sysctl": (156, None),
+}
+CLONE, CLONE3 = {"x86_64": 56, "aarch64": 220}, 435
+# CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET (NEWTIME exists only for clone3).
+CLONE_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
+AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+X32_SYSCALL_BIT = 0x40000000
+SECCOMP_RET_KILL_PROCESS, SECCOMP_RET_ERRNO, SECCOMP_RET_ALLOW = 0x80000000, 0x00050000, 0x7FFF0000
+PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+
+
+def seccomp_program(machine):
+    """The classic-BPF filter for `machine` as (code, jt, jf, k) tuples: a foreign ABI (i386 via int 0x80,
+    x32) cannot reach the kernel past it; clone3 fails with ENOSYS, so libc falls back to clone, whose
+    flags (unlike clone3's struct) the filter can read; everything not denied is allowed."""
+    if machine not in AUDIT_ARCH:
+        raise OSError(f"no seccomp filter for the {machine} architecture")
+    column = 0 if machine == "x86_64" else 1
+    denied = sorted({nrs[column] for nrs in DENIED_SYSCALLS.values() if nrs[column] is not None})
+    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, ..., BPF_RET|K
+    body = [(ld, 4, None), (jeq, AUDIT_ARCH[machine], "kill"), (ld, 0, None)]  # seccomp_data.arch, .nr
+    if machine == "x86_64":
+        body.append((jge, X32_SYSCALL_BIT, "deny"))
+    body += [(jeq, nr, "deny") for nr in denied]
+    body += [(jeq, CLONE3, "enosys"), (jeq, CLONE[machine], "clone"), (ret, SECCOMP_RET_ALLOW, None)]
+    labels = {"clone": len(body)}
+    body += [(ld, 16, None), (jset, CLONE_NAMESPACES, "deny"), (ret, SECCOMP_RET_ALLOW, None)]  # args[0], low word
+    for label, k in (("deny", SECCOMP_RET_ERRNO | 1), ("enosys", SECCOMP_RET_ERRNO | 38),
+                     ("kill", SECCOMP_RET_KILL_PROCESS)):
+        labels[label] = len(body)
+        body.append((ret, k, None))
+    program = []
+    for i, (code, k, target) in enumerate(body):
+        if target is None:
+            program.append((code, 0, 0, k))
+        elif target == "kill":  # the arch check: fall through when it matches
+            program.append((code, 0, labels[target] - i - 1, k))
+        else:
+            program.append((code, labels[target] - i - 1, 0, k))
+    return program
+
+
+def install_seccomp():
+    """Install the filter on this process (every process it forks inherits it, for good) and prove it
+    holds: unshare(0), a no-op otherwise, must now fail with EPERM. Raises OSError where it cannot."""
+    import ctypes
+    import errno
+    import platform
+    machine = platform.machine().lower()
+    machine = {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
+    program = seccomp_program(machine)
+    buf = ctypes.create_string_buffer(b"".join(struct.pack("=HBBI", *ins) for ins in program))
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    fprog = SockFprog(len(program), ctypes.addressof(buf))
+    libc = ctypes.CDLL(None, use_errno=True)
+    ulong = ctypes.c_ulong
+    # no_new_privs lets an unprivileged process install a filter (and no setuid program runs inside).
+    for option, arg in ((PR_SET_NO_NEW_PRIVS, 1), (PR_SET_SECCOMP, SECCOMP_MODE_FILTER)):
+        value = ulong(ctypes.addressof(fprog)) if option == PR_SET_SECCOMP else ulong(0)
+        if libc.prctl(ctypes.c_int(option), ulong(arg), value, ulong(0), ulong(0)) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"prctl({option}) failed: {os.strerror(err)}")
+    ctypes.set_errno(0)
+    if libc.syscall(ctypes.c_long(DENIED_SYSCALLS["unshare"][machine != "x86_64"]), ulong(0)) != -1 \
+            or ctypes.get_errno() != errno.EPERM:
+        raise OSError("the seccomp filter was installed but unshare(0) is not refused")
+    return machine
+
+
 def move_fds(fds, first):
     """Place fds at first, first+1, ... and close everything else above 2."""
     high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 100) for fd in fds]  # first out of the way of the targets
@@ -157,13 +255,14 @@ def move_fds(fds, first):
     os.closerange(first + len(fds), 1 << 20)
 
 
-def set_limits(job):
+def set_limits(job, compiling=False):
     # RLIMIT_CPU counts whole seconds: a 0.7 s limit would let a looping program burn a full second (a
     # 1.4 s limit two). The profiling timer ends it just past the limit; the rlimit stays as the backstop
     # for a program that ignores SIGPROF.
     signal.setitimer(signal.ITIMER_PROF, job["cpu"] + CPU_OVERRUN_S)
     cpu = int(job["cpu"]) + 1  # SIGXCPU just past the limit, SIGKILL a second later
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    # A compiling candidate gets the limit twice over (restart_cpu_limits); the hard limit has room for both.
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, 2 * cpu + 2 if compiling else cpu + 1))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if job.get("mem"):
         resource.setrlimit(resource.RLIMIT_AS, (job["mem"], job["mem"]))
@@ -252,7 +351,7 @@ def clean_dirs(dirs):
                     pass
 
 
-# ---- preparing the program (in the zygote, once per program) -----------------------------------
+# ---- preparing the program (in its first candidate) ---------------------------------------------
 def lcb_stdio_source(code, prelude):
     """A stdin program as LiveCodeBench's harness loads it: a last top-level `if __name__ ==
     '__main__':` block replaced by its body, top-level imports hoisted after the prelude, every other
@@ -297,6 +396,39 @@ def warm(prelude):
             pass
 
 
+# Trusted code the zygote compiles (and marshals) once, so that no program's first candidate pays for the
+# compiler's lazy start-up itself, in every freshly forked process anew.
+WARM_SOURCE = """
+import sys
+class A(object):
+    x: int = 0
+    def f(self, n, *a, k=1, **kw):
+        return [i * n for i in range(k) if i] + list({i: i for i in a}) + [lambda y: -y % 3, (1, 2.5, "s")]
+def g(s):
+    global q
+    try:
+        with open(s) as f:
+            for line in f:
+                yield f"{s!r}: {len(line):>4}"
+    except (OSError, ValueError) as e:
+        raise RuntimeError(str(e)) from e
+    finally:
+        del s
+while not sys:
+    assert sys, "x"
+"""
+
+
+def warm_compiler(harness):
+    if ("compiler", harness) in _warmed:
+        return
+    _warmed.add(("compiler", harness))
+    code = compile(WARM_SOURCE, "<warm>", "exec", dont_inherit=True)
+    marshal.loads(marshal.dumps((WARM_SOURCE, code)))
+    if harness == "lcb":
+        lcb_stdio_source(WARM_SOURCE, "")
+
+
 # What lcb_runner's reliability_guard() takes away before it loads a program (os, shutil, subprocess
 # functions set to None, builtins.quit and help, modules that no longer import).
 LCB_DISABLED = {
@@ -322,13 +454,12 @@ def lcb_guard():
         sys.modules[name] = None
 
 
+LCB_GUARD_IMPORTS = "import shutil\nimport subprocess\nimport faulthandler\n"  # what lcb_guard imports
+
+
 def prepare(job):
     """The source the candidate runs: the program under its harness, with the prelude."""
     code, prelude, harness = job["code"], job.get("prelude", ""), job.get("harness", "plain")
-    if prelude:
-        warm(prelude)
-    if harness == "lcb":
-        warm("import shutil\nimport subprocess\nimport faulthandler\n")  # what lcb_guard imports
     if harness == "lcb":
         return lcb_stdio_source(code, prelude) if job["mode"] == "stdin" else prelude + "\n\n" + code
     if harness != "plain":
@@ -337,8 +468,102 @@ def prepare(job):
 
 
 def program_key(job):
-    """What the compiled program depends on (stdin programs are rewritten by the lcb harness)."""
-    return job["code"], job.get("harness", "plain"), job.get("prelude", ""), job["mode"] == "stdin"
+    """What the compiled program depends on (stdin programs are rewritten by the lcb harness), and the
+    limits it was compiled under."""
+    return (job["code"], job.get("harness", "plain"), job.get("prelude", ""), job["mode"] == "stdin",
+            job["cpu"], job.get("mem"))
+
+
+HELD_PROGRAM_BYTES = 1 << 16  # a compiled program up to this size is loaded into the zygote
+TOO_NESTED = b"MemoryError: source too complex to parse (nested too deeply)\n"
+
+
+def compile_here(job, program_fd, report_fd):
+    """The program's first candidate prepares and compiles it under its test's limits (so that no program,
+    a huge literal or a deeply nested expression, can grow the zygote every candidate is forked from) and
+    leaves (source, code) marshalled in program_fd for the program's other candidates. It reports on
+    report_fd, which it then closes: b"D" and the compile's CPU seconds, after which the test's own CPU
+    budget starts; else b"M" (an allocation failed) or b"E" and the error's text, and it exits."""
+    start, base = time.process_time(), vm_peak()
+    try:
+        with warnings.catch_warnings():  # feedback for the test, not the compiler's SyntaxWarnings
+            warnings.simplefilter("ignore")
+            source = prepare(job)
+            code = compile(source, "<solution>", "exec", dont_inherit=True)
+        write_all(program_fd, marshal.dumps((source, code)))
+    except MemoryError:
+        try:  # CPython's parser raises MemoryError for source nested too deeply too, far below any limit
+            genuine = bool(job.get("mem")) and 2 * (vm_peak() - base) >= job["mem"] - base
+        except BaseException:
+            genuine = True
+        os.write(report_fd, b"M" if genuine else b"E" + TOO_NESTED)
+        os._exit(1)
+    except BaseException as e:
+        try:
+            os.write(report_fd, b"E" + "".join(traceback.format_exception_only(type(e), e))[-2000:].encode(
+                "utf-8", "replace"))
+        except MemoryError:
+            os.write(report_fd, b"M")
+        os._exit(1)
+    used = time.process_time() - start
+    restart_cpu_limits(job)
+    os.write(report_fd, b"D" + struct.pack("=d", used))
+    os.close(report_fd)
+    remember_lines(source)
+    return source, code
+
+
+def restart_cpu_limits(job):
+    """The test's CPU budget, counted from now: the timer re-armed, the rlimit moved past what is used."""
+    signal.setitimer(signal.ITIMER_PROF, job["cpu"] + CPU_OVERRUN_S)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    soft = int(usage.ru_utime + usage.ru_stime + job["cpu"]) + 1
+    resource.setrlimit(resource.RLIMIT_CPU, (min(soft, hard - 1), hard))
+
+
+def vm_peak():
+    """Bytes of address space this process has ever held (VmPeak)."""
+    with open("/proc/self/status", "rb") as f:
+        return next(int(line.split()[1]) << 10 for line in f if line.startswith(b"VmPeak:"))
+
+
+def load_program(fd):
+    """(source, code) as the program's first candidate left them; pread, whose offset no process moves."""
+    size, chunks, offset = os.fstat(fd).st_size, [], 0
+    while offset < size:
+        chunk = os.pread(fd, min(size - offset, 1 << 30), offset)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        offset += len(chunk)
+    source, code = marshal.loads(b"".join(chunks))
+    remember_lines(source)
+    return source, code
+
+
+def remember_lines(source):
+    linecache.cache["<solution>"] = (len(source), None, source.splitlines(keepends=True), "<solution>")
+
+
+def compile_failure(report, stderr, status, usage, timeout, job):
+    """The reply every test of a program gets whose compile failed; "limit" names the limit that ended it."""
+    cpu = usage.ru_utime + usage.ru_stime
+    sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+    if report[:1] == b"E":
+        return {"ce": report[1:].decode("utf-8", "replace")}
+    reply = {"cpu": cpu, "wall_backstop": timeout}
+    if timeout or cpu > job["cpu"] or sig in (signal.SIGPROF, signal.SIGXCPU):
+        return {**reply, "ce": f"compiling the program took over the {job['cpu']:g} s time limit", "limit": "cpu"}
+    if report == b"M":
+        return {**reply, "ce": f"compiling the program ran out of memory (limit {job.get('mem', 0) >> 20} MB)",
+                "limit": "memory"}
+    if sig == signal.SIGXFSZ:
+        return {**reply, "ce": f"the compiled program is over the {job.get('fsize', 0)}-byte file-size limit",
+                "limit": "memory"}
+    how = f"killed by signal {sig}" if sig is not None else f"exit status {os.WEXITSTATUS(status)}"
+    return {**reply, "ce": f"the program's candidate ended before compiling it ({how})\n"
+            + stderr[-2000:].decode("utf-8", "replace")}
 
 
 # ---- the candidate (a forked child of the zygote; never returns) -------------------------------
@@ -425,7 +650,9 @@ class LazyMockOpen:
         return self.mock(*args, **kwargs)
 
 
-def candidate_main(job, code, source, stdin_fd, out_w, err_w, extra, flag_w, workdir):
+def candidate_main(job, program, report_w, stdin_fd, out_w, err_w, extra, flag_w, workdir):
+    """`program` and `report_w` as run_job passes them: an fd to compile into (report_w too) or load from,
+    or the (source, code) the zygote holds."""
     status = 70
     lcb = job.get("harness") == "lcb"
     mode = job["mode"]
@@ -436,7 +663,12 @@ def candidate_main(job, code, source, stdin_fd, out_w, err_w, extra, flag_w, wor
         os.dup2(stdin_fd, 0)
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
-        move_fds(list(extra) + [flag_w], 3)
+        program_fds = [fd for fd in (program, report_w) if isinstance(fd, int)]
+        move_fds(list(extra) + [flag_w] + program_fds, 3)
+        if isinstance(program, int):
+            program = flag_fd + 1
+        if report_w is not None:
+            report_w = flag_fd + 2
         out_fd = 1
         if lcb and mode == "stdin":
             # The reference runs the program inside its own process: fds 0 and 1 are not the test's.
@@ -446,7 +678,12 @@ def candidate_main(job, code, source, stdin_fd, out_w, err_w, extra, flag_w, wor
             os.dup2(null, 1)
             os.close(null)
         os.chdir(workdir)
-        set_limits(job)
+        set_limits(job, compiling=report_w is not None)
+        if isinstance(program, int):  # under the limits: the program's size counts against this test's memory
+            source, code = compile_here(job, program, report_w) if report_w is not None else load_program(program)
+            os.close(program)
+        else:
+            source, code = program
         sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8")
         sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False), 1 << 16),
                                       encoding="utf-8")
@@ -566,28 +803,48 @@ def supervise(pid, pipes, wall, out_cap):
     return status, usage, [b"".join(data[fd]) for fd in pipes], timeout, overflow
 
 
-def run_job(job, code, source, extra, scratch):
+def new_fd(name, scratch):
     try:
-        stdin_fd = os.memfd_create("stdin")
+        return os.memfd_create(name)
     except (AttributeError, OSError):
-        stdin_fd = os.dup(tempfile.TemporaryFile(dir=scratch[0]).fileno())
+        return os.dup(tempfile.TemporaryFile(dir=scratch[0]).fileno())
+
+
+def run_job(job, program, extra, scratch):
+    """Run one test in a fresh candidate. `program` is what the program's first candidate compiled: the fd
+    holding it, or, when small, the (source, code) the zygote loaded from it; or None: this candidate
+    compiles it (compile_here). Returns the reply and what the program's next test runs: one of those,
+    or the reply of a failed compile."""
+    compiling = program is None
+    if compiling:
+        if job.get("prelude"):
+            warm(job["prelude"])
+        if job.get("harness") == "lcb":
+            warm(LCB_GUARD_IMPORTS)
+        warm_compiler(job.get("harness", "plain"))
+        program = new_fd("program", scratch)
+    stdin_fd = new_fd("stdin", scratch)
     if job["mode"] == "stdin":
         write_all(stdin_fd, job.get("input", "").encode())
         os.lseek(stdin_fd, 0, os.SEEK_SET)
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     flag_r, flag_w = os.pipe()  # the runner's own report: b"M" when an allocation failed
+    report_r, report_w = os.pipe() if compiling else (None, None)  # compile_here's report
     pipes = [out_r, err_r, flag_r]
     child_fds = [stdin_fd, out_w, err_w, flag_w]
     if job["mode"] == "call":
         res_r, res_w = os.pipe()
         pipes.append(res_r)
         extra = [res_w]
+    if compiling:
+        pipes.append(report_r)
+        child_fds.append(report_w)
     start, pid = time.monotonic(), None
     try:
         pid = os.fork()
     except OSError:
-        for fd in pipes:
+        for fd in pipes + ([program] if compiling else []):
             os.close(fd)
         raise
     finally:
@@ -595,17 +852,31 @@ def run_job(job, code, source, extra, scratch):
             for fd in child_fds + list(extra):
                 os.close(fd)
     if pid == 0:
-        candidate_main(job, code, source, stdin_fd, out_w, err_w, extra, flag_w, scratch[0])
+        candidate_main(job, program, report_w, stdin_fd, out_w, err_w, extra, flag_w, scratch[0])
     status, usage, outs, timeout, overflow = supervise(pid, pipes, job["wall"], job["out_cap"])
     wall = time.monotonic() - start
     clean_dirs(scratch)
+    compile_cpu = 0.0
+    if compiling:
+        report = outs.pop()
+        if report[:1] != b"D" or len(report) < 9:
+            os.close(program)
+            failed = compile_failure(report, outs[1], status, usage, timeout, job)
+            return failed, failed
+        (compile_cpu,) = struct.unpack("=d", report[1:9])
+        if os.fstat(program).st_size <= HELD_PROGRAM_BYTES:
+            # The runner wrote it before any of the program's code ran, so it is a genuine code object,
+            # and small: candidates inherit it rather than each loading it.
+            held = load_program(program)
+            os.close(program)
+            program = held
     return {
         "exit": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
         "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
         # Ended by the CPU timer set_limits armed. Its clock and the rusage below disagree by up to ~0.1 s,
         # so the rusage alone would call some of these kills a crash under the limit.
         "cpu_timer": os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGPROF,
-        "cpu": usage.ru_utime + usage.ru_stime,
+        "cpu": max(0.0, usage.ru_utime + usage.ru_stime - compile_cpu),  # the program's, not its compile's
         "wall": wall,
         "rss_kb": usage.ru_maxrss,
         "memory_error": b"M" in outs[2],
@@ -615,7 +886,7 @@ def run_job(job, code, source, extra, scratch):
         "stdout": (outs[0] if job["mode"] == "stdin" and not overflow else outs[0][:TAIL]).decode("utf-8", "replace"),
         "stderr": outs[1][-TAIL:].decode("utf-8", "replace"),
         "result": outs[3].decode("utf-8", "replace") if len(outs) > 3 else None,
-    }
+    }, program
 
 
 def recv_job(sock):
@@ -635,27 +906,23 @@ def recv_job(sock):
 def zygote_main(sock, scratch):
     prctl(PR_SET_CHILD_SUBREAPER, 1)  # orphans of a candidate come back to us to be killed
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # and we die with the router
-    cached_key, cached_code, source = None, None, ""
+    cached_key, program = None, None  # program: as run_job returns it
     while True:
         job, fds = recv_job(sock)
         if job is None:
             os._exit(0)
         if program_key(job) != cached_key:
-            cached_key, cached_code = program_key(job), None
-            try:
-                source = prepare(job)
-                cached_code = compile(source, "<solution>", "exec", dont_inherit=True)
-                lines = source.splitlines(keepends=True)  # so tracebacks show the source lines
-                linecache.cache["<solution>"] = (len(source), None, lines, "<solution>")
-            except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError) as e:
-                cached_code = "".join(traceback.format_exception_only(type(e), e))[-2000:]
-        if isinstance(cached_code, str):
-            reply = {"ce": cached_code}
+            if isinstance(program, int):
+                os.close(program)
+            cached_key, program = program_key(job), None
+            linecache.cache.pop("<solution>", None)
+        if isinstance(program, dict):
+            reply = program
             for fd in fds:
                 os.close(fd)
         else:
             try:
-                reply = run_job(job, cached_code, source, fds, scratch)
+                reply, program = run_job(job, program, fds, scratch)
             except OSError as e:  # e.g. fork refused: a failure of this test, not of the server
                 reply = {"error": f"sandbox could not run the test: {e}"}
         send_msg(sock.fileno(), reply)
@@ -811,6 +1078,11 @@ def handle(sock, req):
 
 
 def main(argv):
+    try:  # inherited by zygote, candidates and checkers; a sandbox without it must not start at all
+        arch = install_seccomp()
+    except OSError as e:
+        os.write(2, f"sandbox: cannot install the seccomp filter ({e})\n".encode())
+        sys.exit(1)
     scratch = [a for i, a in enumerate(argv) if i and argv[i - 1] == "--scratch"]
     auto = not scratch or scratch[0] == "auto"
     if auto:  # no private /tmp (process backend): a fresh directory of our own
@@ -830,7 +1102,8 @@ def main(argv):
         zygote_main(theirs, scratch)
     theirs.close()
     send_msg(host_out, {"ready": True, "python": sys.version.split()[0], "pid": os.getpid(),
-                        "uid": os.getuid(), "dumpable_off": dumpable_off})
+                        "uid": os.getuid(), "dumpable_off": dumpable_off, "seccomp": True,
+                        "arch": arch})
     while True:
         req = recv_msg(host_in)
         if req is None:

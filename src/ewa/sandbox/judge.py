@@ -1,5 +1,8 @@
 """Verdicts: run a sample's tests on a worker and decide AC/WA/TLE/MLE/RE/CE for each in the host.
 
+A program longer than the source limit is CE without being compiled; one whose compile exceeds the
+test's memory or time limit is MLE or TLE (the fork server compiles it under them).
+
 Precedence for one test: CE (does not compile) > TLE (CPU time over the limit, or the wall-clock
 backstop hit) > MLE (an allocation failed under RLIMIT_AS, as the fork server's runner reports it, or
 peak RSS at the limit; never what the program prints) > WA for output over the output limit > RE
@@ -23,6 +26,7 @@ from ewa.problems import size_order
 from ewa.verdicts import AC, CE, MLE, RE, TLE, WA
 
 MODES = {"stdin": "stdin", "functional": "call", "testcode": "testcode"}
+COMPILE_LIMITS = {"memory": MLE, "cpu": TLE}  # the limit that ended a compile (forkserver.compile_failure)
 FEEDBACK_CHARS = 2000
 # The fork server answers by the wall backstop plus its checker grace (GRACE_S); past this margin on top,
 # the host gives up on the worker.
@@ -35,6 +39,7 @@ class Limits:
     memory_mb: float
     output_bytes: int
     max_processes: int
+    source_bytes: int | None = None  # longest program compiled; None: no limit
 
     @property
     def wall_s(self) -> float:
@@ -44,6 +49,14 @@ class Limits:
     def request(self) -> dict:
         return {"cpu": self.cpu_s, "wall": self.wall_s, "mem": int(self.memory_mb * (1 << 20)),
                 "nproc": self.max_processes, "fsize": self.output_bytes, "out_cap": self.output_bytes}
+
+
+def source_problem(code: str, limits: Limits) -> str | None:
+    """Why `code` is not even compiled (one line), or None."""
+    size = len(code.encode("utf-8", "surrogatepass"))
+    if limits.source_bytes is not None and size > limits.source_bytes:
+        return f"source is {size} bytes, over the {limits.source_bytes}-byte limit"
+    return None
 
 
 def call(worker: Worker, request: dict, limits: Limits) -> dict:
@@ -69,7 +82,8 @@ def test_verdict(problem: Problem, index: int, reply: dict, limits: Limits, tol:
                               error="the sandbox stopped answering", wall_backstop=True)
         return TestResult(index, RE, error="the sandbox worker died (the program killed its fork server?)")
     if "ce" in cand:
-        return TestResult(index, CE, error=cand["ce"])
+        return TestResult(index, COMPILE_LIMITS.get(cand.get("limit"), CE), cpu_time_s=cand.get("cpu", 0.0),
+                          error=cand["ce"], wall_backstop=bool(cand.get("wall_backstop")))
     if "error" in cand:
         return TestResult(index, RE, error=cand["error"])
     test = problem.tests[index]
@@ -132,19 +146,21 @@ def judge_sample(worker: Worker, problem: Problem, code: str | None, tests: list
         for i in order:
             expected_value(problem, i, problem.tests[i])
     results: list[TestResult] = []
-    if code is None:
-        results.append(TestResult(order[0] if order else 0, CE, error="no code found in the completion"))
-    for i in order if code is not None else ():
+    refused = "no code found in the completion" if code is None else source_problem(code, limits)
+    if refused:
+        results.append(TestResult(order[0] if order else 0, CE, error=refused))
+    for i in order if not refused else ():
         request = {"mode": MODES[problem.testtype], "code": code, "input": problem.tests[i].input,
                    "func": problem.func_name, **limits.request(), **sem.request()}
         if problem.testtype == "testcode":
             request["starter"] = problem.starter_code  # the checker's trusted helpers
-        r = test_verdict(problem, i, call(worker, request, limits), limits, tol, sem)
+        reply = call(worker, request, limits)
+        r = test_verdict(problem, i, reply, limits, tol, sem)
         if test_tiers is not None:
             r.tier = test_tiers[i]
         results.append(r)
-        if r.verdict == CE or (early_stop and r.verdict != AC):
-            break  # a compile error fails every test the same way
+        if "ce" in (reply.get("cand") or {}) or (early_stop and r.verdict != AC):
+            break  # a failed compile fails every test the same way
     return summarize(results, len(order), sem.name)
 
 
@@ -166,13 +182,16 @@ def summarize(results: list[TestResult], total: int, judge: str = "") -> SampleR
 
 def run_free(worker: Worker, code: str, stdin: str, limits: Limits) -> RunResult:
     """A tool call: run code on stdin and report what happened, with no expected output."""
+    if refused := source_problem(code, limits):
+        return RunResult(RE, "", refused, None, 0.0, 0.0)
     reply = call(worker, {"mode": "stdin", "code": code, "input": stdin, **limits.request()}, limits)
     cand = reply.get("cand")
     if cand is None:
         status = TLE if reply.get("stuck") else RE
         return RunResult(status, "", "the sandbox worker died", None, 0.0, 0.0)
     if "ce" in cand or "error" in cand:
-        return RunResult(RE, "", cand.get("ce") or cand["error"], None, 0.0, 0.0)
+        status = COMPILE_LIMITS.get(cand.get("limit"), RE)
+        return RunResult(status, "", cand.get("ce") or cand["error"], None, cand.get("cpu", 0.0), 0.0)
     peak = cand["rss_kb"] / 1024
     crashed = cand["signal"] is not None or cand["exit"] != 0
     if resource := resource_verdict(cand, limits):
