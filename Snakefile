@@ -22,6 +22,10 @@ include: "rules/evaluate.smk"
 include: "rules/analysis.smk"
 
 
+# The report opens on this run's front page: the study, the config, the claims and their verdicts.
+report: front_page_path()
+
+
 # The config's replicate (seed): frontier, claims and approaches of every benchmark and setting.
 rule all:
     input:

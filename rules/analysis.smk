@@ -98,3 +98,20 @@ rule science:
         "ewa science --config {params.config:q} --claims {params.claims} --approaches {params.approaches} "
         "--frontier-plot {input.frontier_plot} --benchmark {wildcards.benchmark} --setting {wildcards.setting} "
         "--out-dir results/science/{wildcards.benchmark}/{wildcards.setting} > {log} 2>&1"
+
+
+# The report's front page (its workflow description): the study, this run's config, its claims.
+rule front_page:
+    input:
+        claims=front_claims,
+    output:
+        "results/seed{seed}/report/front.rst",
+    params:
+        config=front_config,
+        claims=front_claims_args,
+    conda:
+        "../envs/ewa.yaml"
+    log:
+        "logs/seed{seed}/front_page.log",
+    shell:
+        "ewa front --config {params.config:q} --claims {params.claims} --out {output} > {log} 2>&1"

@@ -5,6 +5,7 @@
 import json
 import os
 import re
+from pathlib import Path
 
 from ewa.alphas import ALPHA_TAG_PATTERN, alpha_spec, alpha_tag
 from ewa.analysis.claims import OUTPUT_FILES as CLAIMS_FILES
@@ -204,10 +205,33 @@ def frontier_sample_args(wildcards, input):
     return alpha_specs(input.samples)
 
 
+def front_claims(wildcards):
+    if not ENDPOINTS:
+        return []
+    return expand("results/seed{seed}/claims/{benchmark}/{setting}/claims.csv", seed=wildcards.seed,
+                  benchmark=BENCHMARKS, setting=SETTINGS)
+
+
+def front_claims_args(wildcards):
+    return " ".join(f"{Path(c).parent.parent.name}/{Path(c).parent.name}={Path(c).parent}" for c in front_claims(wildcards))
+
+
+def front_config(wildcards):
+    return job_config(wildcards, model=config["model"], regimes=config["regimes"], merge=config["merge"],
+                      benchmarks=config["benchmarks"], sample=config["sample"])
+
+
+def front_page_path():
+    """The report's front page: this run's, once built; before that, the static description."""
+    built = Path(f"results/seed{config['seed']}/report/front.rst").resolve()
+    return str(built) if built.is_file() else "report/workflow.rst"
+
+
 def seed_targets(seed):
     """Everything one replicate of the study produces."""
     tables = expand("results/seed{seed}/frontier/{benchmark}/{setting}/frontier.csv", seed=seed,
                     benchmark=BENCHMARKS, setting=SETTINGS)
+    tables.append(f"results/seed{seed}/report/front.rst")
     tables += expand("results/seed{seed}/approaches/{benchmark}/{setting}/approaches.csv", seed=seed,
                      benchmark=BENCHMARKS, setting=SETTINGS)
     if ENDPOINTS:

@@ -84,6 +84,29 @@ def test_end_to_end_outputs(finished):
     assert run(finished, "-n").stdout.count("rule ") == 0  # nothing left to do
 
 
+def test_the_report_opens_on_the_runs_front_page(finished, tmp_path):
+    """`snakemake --report` shows the study, this run's config and its claims with their verdicts (the
+    claims need the endpoints, alphas 0 and 1, which the reduced grid leaves out: added here)."""
+    import html
+
+    from ewa.analysis.claims import CLAIMS
+
+    wd = tmp_path / "wd"
+    shutil.copytree(finished, wd, symlinks=True)
+    cfg = reduced_config()
+    cfg["merge"]["alphas"] = sorted(cfg["merge"]["alphas"] + [0.0, 1.0])
+    (wd / "config.yaml").write_text(yaml.safe_dump(cfg))
+    run(wd)
+    run(wd, "--report", "report.html")
+    page = html.unescape((wd / "report.html").read_text())
+    assert "correctness-efficiency frontiers of weight-averaged code RL" in page
+    assert "alphas</strong>: -0.50, +0.00, +0.50, +1.00, +1.50" in page and "n = 2 per problem" in page
+    claims = pd.read_csv(wd / RUN / "claims/mini/reasoning/claims.csv")
+    assert all(c.title in page for c in CLAIMS)
+    assert f"{claims.value[0]:+.3f} [{claims.ci_lo[0]:+.3f}, {claims.ci_hi[0]:+.3f}]" in page
+    assert "mini / tools" in page and "Where to look" in page
+
+
 def test_every_file_a_step_writes_is_declared_by_its_rule(finished):
     """No step leaves an undeclared file: each file under results/ is an output of the DAG (Snakemake's
     summary lists them), or lies inside a declared directory output (a model directory)."""

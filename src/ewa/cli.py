@@ -25,6 +25,7 @@ COMMANDS = {
     "claims": ("ewa.analysis.cli", "test the study's four claims on one run's alpha grid, with bootstrap CIs"),
     "approaches": ("ewa.analysis.cli", "per alpha: the approach each sample declares and its verdict mix"),
     "science": ("ewa.analysis.cli", "combine several seeds' claims into one table and a seed-band plot"),
+    "front": ("ewa.analysis.cli", "the report's front page: the study, this run's config and its claims"),
     "plan": ("ewa.plan.cli", "GPUs, memory per GPU, hours and disk of every rule on a profile, before queueing"),
 }
 # Commands that read a whole experiment (--configfile) rather than a stage's slice (--config).

@@ -4,12 +4,13 @@
     ewa claims --evals alpha=A:PATH ... --ensembles DIR/ensembles.csv --out-dir DIR
     ewa approaches --evals alpha=A:PATH ... --samples alpha=A:PATH ... --problems problems.jsonl --out-dir DIR
     ewa science --claims DIR ... --approaches DIR ... --frontier-plot PNG --out-dir DIR
+    ewa front --claims BENCHMARK/SETTING=DIR ... --out front.rst
 
 `ewa science` reads `science.design_seeds` and `seed` from the config: which seeds tuned the design.
 
 Each --evals/--samples item names one grid point's file as `alpha=A:PATH` (ewa.alphas). pass@k values,
-the ensemble budget, bootstrap resamples and the seed come from the config (`evaluate`, `seed`); flags
-override them.
+the ensemble budget and windows, the dev share, bootstrap resamples, CI coverage and the seed come from
+the config (`evaluate`, `seed`); flags override them.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ewa.alphas import alpha_tag, parse_alpha_spec
-from ewa.io import atomic_path, provenance, sha256_file, write_json
+from ewa.io import atomic_path, provenance, sha256_file, write_json, write_text
 
 
 def add_grid_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,11 +41,12 @@ def add_frontier_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--k", type=int, nargs="+", default=None, help="pass@k columns (default: evaluate.k)")
     parser.add_argument("--budget", type=int, nargs="+",
                         help="ensemble budgets B per problem (default: evaluate.budget)")
-    parser.add_argument("--windows", type=int, nargs="*", default=[2, 3],
-                        help="widths of contiguous alpha windows mixed uniformly (default 2 3)")
-    parser.add_argument("--dev-fraction", type=float, default=0.5,
-                        help="share of problems the optimised allocation is fitted on (default 0.5)")
-    parser.add_argument("--ci", type=float, default=0.95, help="CI coverage (default 0.95)")
+    parser.add_argument("--windows", type=int, nargs="*", default=None,
+                        help="widths of contiguous alpha windows mixed uniformly (default: evaluate.windows)")
+    parser.add_argument("--dev-fraction", type=float, default=None,
+                        help="share of problem families the optimised allocation is fitted on "
+                             "(default: evaluate.dev_fraction)")
+    parser.add_argument("--ci", type=float, default=None, help="CI coverage (default: evaluate.ci)")
     parser.add_argument("--formats", nargs="*", default=["png", "svg"], help="plot formats; none = no plots")
 
 
@@ -55,10 +57,13 @@ def frontier(args: argparse.Namespace, config: dict) -> int:
 
     ev = config["evaluate"]
     seed, reps = option(args.seed, config["seed"]), option(args.bootstrap, ev["bootstrap"])
+    ci = option(args.ci, ev["ci"])
     specs = [parse_alpha_spec(s) for s in args.evals]
-    metrics = MetricsSettings(k=tuple(option(args.k, ev["k"])), bootstrap=reps, ci=args.ci, seed=seed)
-    ensembles = EnsembleSettings(budgets=tuple(option(args.budget, [ev["budget"]])), windows=tuple(args.windows),
-                                 dev_fraction=args.dev_fraction, seed=seed, bootstrap=reps, ci=args.ci)
+    metrics = MetricsSettings(k=tuple(option(args.k, ev["k"])), bootstrap=reps, ci=ci, seed=seed)
+    ensembles = EnsembleSettings(budgets=tuple(option(args.budget, [ev["budget"]])),
+                                 windows=tuple(option(args.windows, ev["windows"])),
+                                 dev_fraction=option(args.dev_fraction, ev["dev_fraction"]), seed=seed, bootstrap=reps,
+                                 ci=ci)
     grid = load_grid(specs, args.problems)
     inputs = {str(p): sha256_file(p) for _, p in specs}
     if args.problems:
@@ -151,7 +156,28 @@ def science(args: argparse.Namespace, config: dict) -> int:
     return 0
 
 
+def add_front_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--claims", nargs="*", default=[], metavar="BENCHMARK/SETTING=DIR",
+                        help="each benchmark and setting's `ewa claims` directory")
+    parser.add_argument("--out", required=True, type=Path, help="the front page (reStructuredText)")
+
+
+def front(args: argparse.Namespace, config: dict) -> int:
+    from ewa.analysis.front import front_page
+    from ewa.errors import UserError
+
+    claims = {}
+    for item in args.claims:
+        label, sep, directory = item.partition("=")
+        if not sep:
+            raise UserError(f"--claims: {item!r} is not BENCHMARK/SETTING=DIR")
+        claims[label.replace("/", " / ")] = Path(directory)
+    write_text(args.out, front_page(config, claims))
+    return 0
+
+
 COMMANDS = {
+    "front": (add_front_arguments, front),
     "frontier": (add_frontier_arguments, frontier),
     "claims": (add_claims_arguments, claims),
     "approaches": (add_approaches_arguments, approaches),
