@@ -10,9 +10,10 @@ import sys
 
 import pytest
 
-from helpers import PICO_ONE_HEAD
+from helpers import PICO_ONE_HEAD, sample_settings
 
 from ewa.cli import main
+from ewa.config import section
 from ewa.init.tiny import build_tiny_model, train_tokenizer
 from ewa.problems import Problem, make_test, write_problems
 from ewa.errors import UserError
@@ -29,7 +30,7 @@ TEXTS = ["def f(x):\n    return x + 1\n", "print(sum(map(int, input().split())))
          "```python\nprint(input())\n```\n", '<tool_call>\n{"name": "python", "arguments": {"code": "print(6 * 7)"}}\n</tool_call>',
          "Read two integers and print their sum.", "Your program passed 1 of 2 public tests."] * 10
 # The config's sandbox section for sample_file: bwrap with nominal time limits (as the `sandbox` fixture).
-SANDBOX = {"backend": "bwrap", "calibrate": False}
+SANDBOX = section("sandbox", {"backend": "bwrap", "calibrate": False})
 HIDDEN = ("HIDDEN_IN_7731", "HIDDEN_OUT_7731", "HIDDEN_OUT_9917")
 
 
@@ -72,8 +73,8 @@ def problems_file(tmp_path) -> str:
 
 
 def config(**kw) -> SampleConfig:
-    return SampleConfig.from_dict({"n": 2, "max_new_tokens": 12, "temperature": 1.0, "batch_size": 4,
-                                   "backend": "hf", **kw})
+    return sample_settings(**{"n": 2, "max_new_tokens": 12, "temperature": 1.0, "batch_size": 4, "backend": "hf",
+                              **kw})
 
 
 def read(path) -> list[dict]:
@@ -344,7 +345,7 @@ def test_tools_loop_executes_native_calls_in_the_sandbox(pico, sandbox):
                  "Draft\n```python\nprint(input())\n```\n" + tool_call("print('over the limit')"),
                  "Final words without a program."],
     }
-    cfg = SampleConfig.from_dict({"n": 1, "tools": {"max_tool_calls": 3, "time_limit_s": 0.5}})
+    cfg = sample_settings(n=1, tools={"max_tool_calls": 3, "time_limit_s": 0.5})
     tokenizer = load_tokenizer(pico)
     backend = Scripted(script)
     setting = setting_class("tools")(cfg, tokenizer, sandbox, workers=2)
@@ -370,7 +371,7 @@ def test_tools_loop_executes_native_calls_in_the_sandbox(pico, sandbox):
 def test_tools_submission_is_never_the_code_inside_a_call(pico, sandbox):
     script = {"add": [tool_call("```python\nprint(3)\n```"), "No code block in the end."],
               "echo": ["```python\nprint(input())\n```"]}
-    cfg = SampleConfig.from_dict({"n": 1})
+    cfg = sample_settings(n=1)
     setting = setting_class("tools")(cfg, load_tokenizer(pico), sandbox, workers=1)
     samples = [setting.start(p, 0) for p in problems()[:2]]
     setting.run(samples, Scripted(script))
@@ -464,14 +465,22 @@ def test_a_partial_file_of_another_model_at_the_same_path_is_set_aside(pico, tmp
 
 
 def test_a_second_writer_of_the_same_samples_refuses(pico, problems_file, tmp_path, capsys):
-    from ewa.io import exclusive_output
+    import subprocess
 
     out = tmp_path / "out.jsonl"
-    with exclusive_output(out, what="a live sample job"):
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom ewa.io import exclusive_output\n"
+                               f"with exclusive_output({str(out)!r}, what='a live sample job'):\n"
+                               "    print('held', flush=True)\n    sys.stdin.read()"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
         assert main(["sample", "--model", pico, "--problems", problems_file, "--setting", "reasoning",
                      "--config", json.dumps({"sample": {"n": 1}}), "--out", str(out)]) == 2
+    finally:
+        holder.communicate("")
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "another run is writing it (a live sample job on host" in err
+    assert len(err.splitlines()) == 1 and f"another run is writing it (a live sample job on host" in err
+    assert f"pid {holder.pid}" in err
     assert sorted(os.listdir(tmp_path)) == ["problems.jsonl"]
 
 

@@ -27,19 +27,20 @@ TRACKED_PACKAGES = ("ewa", "torch", "transformers", "trl", "safetensors", "snake
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary sibling of `path`; rename it onto `path` only if the block succeeds.
 
-    Works for files and directories alike, so a killed job never leaves a target that looks done.
+    Works for files and directories alike, so a killed job never leaves a target that looks done; and
+    it holds `path`'s lock (exclusive_output), so two writers of one file never race.
     """
     final = Path(path)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
-    target = tmp / final.name
-    try:
-        yield target
-        if final.is_dir() and not final.is_symlink():
-            shutil.rmtree(final)
-        os.replace(target, final)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    with exclusive_output(final):
+        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+        target = tmp / final.name
+        try:
+            yield target
+            if final.is_dir() and not final.is_symlink():
+                shutil.rmtree(final)
+            os.replace(target, final)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 class OutputBusy(UserError):
@@ -70,6 +71,9 @@ def remove_temporaries(out: str | os.PathLike) -> int:
     return len(stale)
 
 
+_HELD: set[str] = set()  # lock files this process holds
+
+
 @contextlib.contextmanager
 def exclusive_output(out: str | os.PathLike, *also: str | os.PathLike, what: str = "ewa") -> Iterator[Path]:
     """Hold an exclusive lock on `out` (and name the other files this writer owns in `also`) for the block.
@@ -83,6 +87,10 @@ def exclusive_output(out: str | os.PathLike, *also: str | os.PathLike, what: str
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     lock = lock_path(out)
+    held = str(lock.resolve())
+    if held in _HELD:  # this process holds it already (a writer's own atomic writes of its output)
+        yield out
+        return
     while True:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -99,6 +107,7 @@ def exclusive_output(out: str | os.PathLike, *also: str | os.PathLike, what: str
         if same:
             break
         os.close(fd)
+    _HELD.add(held)
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{what} on host {socket.gethostname()} pid {os.getpid()} since "
@@ -115,6 +124,7 @@ def exclusive_output(out: str | os.PathLike, *also: str | os.PathLike, what: str
                                 f"{e.filename or 'it'}; nothing was published") from None
             raise
     finally:
+        _HELD.discard(held)
         lock.unlink(missing_ok=True)
         os.close(fd)
 
