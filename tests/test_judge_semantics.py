@@ -4,14 +4,23 @@ The table holds programs whose verdict under LiveCodeBench's reference harness (
 evaluation/testing_util.py) follows from its documented behaviour, each with the reason; every row is
 run through the real sandbox (bwrap, and Docker where its image is built) under `livecodebench` and
 under ewa's own semantics (`codecontests`, `mini`), and must get exactly the verdict written down.
-The livecodebench column was also checked against the reference code itself, run as LiveCodeBench's
-check_correctness runs it (a process per sample, stdin /dev/null, `ulimit -s` 256 MB): every row agrees. The reference only knows
-pass/fail; a failure is written here as the verdict ewa gives it (a program that does not compile is
-CE, an exception RE, wrong output WA).
+The livecodebench column is the reference as LiveCodeBench runs it today (HEAD 28fef95, whose stdin
+handling is commit 16de2a1's). It was checked against the reference code, run as LiveCodeBench's
+check_correctness runs it (a process per sample, stdin /dev/null, `ulimit -s` 256 MB): the rows of
+version 1 against commit 15808c76 itself; every row, those 16de2a1 changed (sys.stdin.buffer, readlines,
+...) and those added since included, against a transcription of 28fef95's MockStdinWithBuffer,
+call_method and grade_call_based: every row agrees. The reference only knows pass/fail; a failure is
+written here as the verdict ewa gives it (a program that does not compile is CE, an exception RE, wrong
+output WA). DEVIATIONS holds programs ewa judges differently from the reference on purpose
+(docs/judge.md).
 """
 from __future__ import annotations
 
 import json
+
+from collections import ChainMap, Counter, OrderedDict, UserDict, UserList, UserString, defaultdict, deque
+from decimal import Decimal
+from fractions import Fraction
 
 import pyarrow.parquet as pq
 import pytest
@@ -21,6 +30,7 @@ from ewa.io import write_jsonl
 
 from ewa.problems import JUDGES, Problem, ProblemError, default_judge, make_test, write_problems
 from ewa.sandbox import Sandbox, default_backend
+from ewa.sandbox.forkserver import Opaque, decode, encode
 from ewa.sandbox.semantics import (LCB_PRELUDE, SEMANTICS, lcb_stdout_match, lcb_value_match, provenance,
                                    semantics_for)
 from ewa.verdicts import AC, CE, RE, WA
@@ -146,10 +156,26 @@ TABLE = {
         WA, AC, "iteration is not replaced: the loaded stdin is not the input"),
     "stdin sys.stdin.readline": (
         "stdin", DOUBLE, None, "import sys\ninput = sys.stdin.readline\nprint(int(input()) * 2)\n",
-        AC, AC, "sys.stdin is an io.StringIO of the input during the call"),
+        AC, AC, "sys.stdin is a MockStdinWithBuffer during the call: readline() is a StringIO's"),
     "stdin sys.stdin.buffer": (
         "stdin", DOUBLE, None, "import sys\nprint(int(sys.stdin.buffer.read()) * 2)\n",
-        RE, AC, "io.StringIO has no buffer"),
+        AC, AC, "MockBuffer.read() returns the input's bytes (since 16de2a1; a StringIO had no buffer)"),
+    "stdin sys.stdin.buffer.readline, twice": (
+        "stdin", [("3\n4\n", "7\n")], None,
+        "import sys\na = int(sys.stdin.buffer.readline())\nb = int(sys.stdin.buffer.readline())\nprint(a + b)\n",
+        WA, AC, "MockBuffer.readline() returns the first line every time: 3 + 3"),
+    "stdin sys.stdin.buffer.readlines": (
+        "stdin", DOUBLE, None, "import sys\nprint(int(sys.stdin.buffer.readlines()[0]) * 2)\n",
+        RE, AC, "MockBuffer has read and readline only: AttributeError"),
+    "stdin sys.stdin.readlines keeps a trailing ''": (
+        "stdin", [("3\n4\n", "2\n")], None, "import sys\nprint(len(sys.stdin.readlines()))\n",
+        WA, AC, "readlines() is input.split('\\n'): ['3', '4', '']"),
+    "stdin for line in sys.stdin": (
+        "stdin", DOUBLE, None, "import sys\nfor line in sys.stdin:\n    print(int(line) * 2)\n",
+        RE, AC, "MockStdinWithBuffer is not iterable: __getattr__ does not reach __iter__ (TypeError)"),
+    "stdin sys.stdin.read().split()": (
+        "stdin", [("3 4\n", "7\n")], None, "import sys\nprint(sum(map(int, sys.stdin.read().split())))\n",
+        AC, AC, "read() returns the whole input"),
     "stdin open(0)": (
         "stdin", DOUBLE, None, "print(int(open(0).read()) * 2)\n",
         RE, AC, "the prelude's `from builtins import *` binds the real open; fd 0 is not the input"),
@@ -185,6 +211,35 @@ TABLE = {
         "functional", [("1", "1")], "odd", "def odd(n):\n    return n % 2 == 1\n", AC, WA, "True == 1 in Python"),
     "functional 2.0 for 2": (
         "functional", [("4", "2")], "half", "def half(n):\n    return n / 2\n", AC, AC, "2.0 == 2"),
+    "functional 1.0 for 1": (
+        "functional", [("1", "1")], "same", "def same(n):\n    return float(n)\n", AC, AC, "1.0 == 1"),
+    "functional Decimal('15') for 15": (
+        "functional", [("15", "15")], "same", "from decimal import Decimal\ndef same(n):\n    return Decimal(str(n))\n",
+        AC, RE, "Decimal('15') == 15; ewa's own codec carries builtin values only"),
+    "functional Fraction(1, 2) for 0.5": (
+        "functional", [("1", "0.5")], "half", "from fractions import Fraction\ndef half(n):\n    return Fraction(n, 2)\n",
+        AC, RE, "Fraction(1, 2) == 0.5 (exact)"),
+    "functional deque for a list": (
+        "functional", [("1\n2", "[1, 2]")], "pair", "from collections import deque\ndef pair(a, b):\n    return deque([a, b])\n",
+        WA, RE, "deque([1, 2]) == [1, 2] is False"),
+    "functional Counter for a dict": (
+        "functional", [('"aab"', '{"a": 2, "b": 1}')], "count",
+        "from collections import Counter\ndef count(s):\n    return Counter(s)\n",
+        AC, RE, "a Counter equals a dict with the same items"),
+    "functional object of the program's own class": (
+        "functional", [("1\n2", "[1, 2]")], "pair",
+        "class Pair:\n    def __init__(self, a, b):\n        self.a, self.b = a, b\n"
+        "def pair(a, b):\n    return Pair(a, b)\n",
+        WA, RE, "object.__eq__: equal only to itself"),
+    "functional map object for a list": (
+        "functional", [("[1, 2]", "[2, 4]")], "double", "def double(xs):\n    return map(lambda x: 2 * x, xs)\n",
+        WA, RE, "a map object equals no list"),
+    "functional NaN for NaN": (
+        "functional", [("0", "NaN")], "nan", "def nan(x):\n    return float('nan')\n",
+        WA, WA, "nan == nan is False"),
+    "functional signalling-NaN Decimal": (
+        "functional", [("0", "0")], "snan", "from decimal import Decimal\ndef snan(x):\n    return Decimal('sNaN')\n",
+        RE, RE, "Decimal('sNaN') == 0 raises InvalidOperation, a runtime error there"),
     "functional 0.1 + 0.2 for 0.3": (
         "functional", [("0.1\n0.2", "0.3")], "add", "def add(a, b):\n    return a + b\n",
         WA, AC, "exact float equality; ewa allows float_tol"),
@@ -205,8 +260,23 @@ TABLE = {
 }
 
 
+# name: (testtype, tests, func_name, code, the reference's verdict, ewa's under livecodebench, why)
+DEVIATIONS = {
+    "functional object whose class defines __eq__": (
+        "functional", [("1\n2", "[1, 2]")], "pair",
+        "class Pair:\n    def __init__(self, a, b):\n        self.a, self.b = a, b\n"
+        "    def __eq__(self, other):\n        return [self.a, self.b] == other\n"
+        "def pair(a, b):\n    return Pair(a, b)\n",
+        AC, WA, "its own __eq__ decides there; ewa never runs a program's __eq__ outside the candidate"),
+    "functional state kept on Solution between tests": (
+        "functional", [("0", "1"), ("0", "2")], "calls",
+        "class Solution:\n    def calls(self, x):\n        self.n = getattr(self, 'n', 0) + 1\n        return self.n\n",
+        AC, WA, "the reference calls one Solution() for every test; ewa forks a fresh one per test"),
+}
+
+
 def table_problem(name: str, judge: str) -> Problem:
-    testtype, tests, func, *_ = TABLE[name]
+    testtype, tests, func, *_ = TABLE[name] if name in TABLE else DEVIATIONS[name]
     return Problem(id=name, source="t", difficulty="", statement="", testtype=testtype, func_name=func,
                    tests=tuple(make_test(i, o) for i, o in tests), time_limit_s=6.0, memory_limit_mb=512,
                    judge=judge)
@@ -238,6 +308,13 @@ def test_the_table_gets_the_verdicts_of_its_semantics(sb, judge):
              for n, r in zip(names, results) if r.verdict != TABLE[n][column]]
     assert wrong == []
     assert {r.judge for r in results} == {judge}
+
+
+def test_the_deliberate_deviations_get_ewas_verdict(sb):
+    names = sorted(DEVIATIONS)
+    results = sb.judge_many([(table_problem(n, "livecodebench"), DEVIATIONS[n][3], None) for n in names])
+    assert [(n, r.verdict) for n, r in zip(names, results)] == [(n, DEVIATIONS[n][5]) for n in names]
+    assert all(row[4] != row[5] for row in DEVIATIONS.values())
 
 
 def test_the_table_covers_both_kinds_and_every_verdict():
@@ -293,10 +370,59 @@ def test_lcb_stdout_match(got, expected, ok):
 @pytest.mark.parametrize("got,expected,ok", [
     ((1, 2), [1, 2], True), ([(1, 2)], [[1, 2]], False), (True, 1, True), (2.0, 2, True),
     (0.1 + 0.2, 0.3, False), ({"a": 1}, {"a": 1}, True), ({1: 2}, {"1": 2}, False), ({1, 2}, [1, 2], False),
-    (None, None, True), ("a", "a", True), ((), [], True),
+    (None, None, True), ("a", "a", True), ((), [], True), (Decimal("15"), 15, True), (Decimal("0.1"), 0.1, False),
+    (Fraction(1, 2), 0.5, True), (deque([1, 2]), [1, 2], False), ([deque([1])], [[1]], False),
+    (float("nan"), float("nan"), False), (1 + 0j, 1, True), (Opaque("Pair"), [1, 2], False),
 ])
 def test_lcb_value_match(got, expected, ok):
     assert lcb_value_match(got, expected) is ok
+
+
+def test_a_signalling_nan_comparison_raises():
+    with pytest.raises(ArithmeticError):
+        lcb_value_match(Decimal("sNaN"), 0)
+
+
+class Pair:
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+
+class AlwaysEqual(list):
+    def __eq__(self, other):
+        return True
+
+
+class Tagged(int):
+    def __repr__(self):
+        return "tagged"
+
+
+@pytest.mark.parametrize("value,rebuilt", [
+    (Decimal("-1.50E+3"), Decimal("-1.50E+3")), (Fraction(-3, 6), Fraction(-1, 2)), (deque([1, (2,)]), deque([1, (2,)])),
+    (Counter("aab"), {"a": 2, "b": 1}), (OrderedDict(b=1, a=2), {"b": 1, "a": 2}), (defaultdict(int, x=1), {"x": 1}),
+    (UserList([1]), [1]), (UserString("ab"), "ab"), (UserDict(a=1), {"a": 1}), (ChainMap({"a": 1}), {"a": 1}),
+    (Tagged(7), 7), ([Decimal("NaN")], [Decimal("NaN")]), (2 ** 3000, 2 ** 3000), ((1, [2]), (1, [2])),
+])
+def test_the_lcb_codec_rebuilds_trusted_types(value, rebuilt):
+    got = decode(json.loads(json.dumps(encode(value, rich=True))))
+    assert type(got) is type(rebuilt) and repr(got) == repr(rebuilt)
+
+
+@pytest.mark.parametrize("value", [Pair(1, 2), AlwaysEqual([1]), map(abs, [1]), range(2), bytearray(b"x"),
+                                   {1: 2}.keys(), lambda: 0])
+def test_what_the_lcb_codec_cannot_carry_equals_nothing(value):
+    got = decode(json.loads(json.dumps(encode(value, rich=True))))
+    assert isinstance(got, Opaque) and not lcb_value_match(got, [1]) and not lcb_value_match([got], [[1]])
+    with pytest.raises(TypeError):
+        encode(value)  # ewa's own semantics refuse it: RE
+
+
+def test_a_value_nested_too_deeply_is_opaque_under_lcb():
+    deep_value = []
+    for _ in range(300):
+        deep_value = [deep_value]
+    assert not lcb_value_match(decode(json.loads(json.dumps(encode(deep_value, rich=True)))), [[]])
 
 
 def test_problems_carry_a_judge_defaulting_from_their_source(tmp_path):

@@ -1,5 +1,6 @@
 """Output checkers. They run in the host process, out of the candidate's reach; the candidate only
-ever hands over bytes (stdout) or plain values rebuilt by forkserver.decode."""
+ever hands over bytes (stdout) or values forkserver.decode rebuilt from trusted types (builtins, and
+Decimal, Fraction, deque or an opaque stand-in only under the lcb harness)."""
 from __future__ import annotations
 
 import json

@@ -12,8 +12,9 @@ Processes (all one unprivileged uid, all non-dumpable so none can ptrace or read
              JSON arguments (mode call), or serving the checker's calls over pipes (mode serve).
 Every one of them runs under a seccomp filter the router installs first (install_seccomp): syscalls no
 program needs (namespaces, mounts, ptrace, keyrings, bpf, kernel modules, ...) fail with EPERM.
-Values cross process boundaries through `encode`/`decode`, which rebuild plain builtin values, so a
-candidate's return value cannot carry a forged __eq__ into the comparison.
+Values cross process boundaries through `encode`/`decode`, which rebuild builtin values (and, for the lcb
+harness, Decimal, Fraction, deque and an opaque stand-in for the rest), so a candidate's return value
+cannot carry a forged __eq__ into the comparison.
 
 A request's `harness` and `prelude` (ewa.sandbox.semantics) say how the program is prepared: "plain"
 runs it as written; "lcb" runs it as LiveCodeBench's reference harness does (see `lcb_stdio_source`
@@ -93,7 +94,11 @@ def recv_msg(fd, limit=1 << 34):
 
 
 # ---- value codec: only plain builtin values cross a process boundary ---------------------------
-def encode(v, depth=0):
+def encode(v, depth=0, rich=False):
+    """A JSON-able form of v, builtin values only; `rich` (a returned value the host compares with `==`,
+    as LiveCodeBench's harness does) carries more: see encode_rich."""
+    if rich and depth >= MAX_DEPTH:  # unequal to any answer a test expects (and decode reads only so deep)
+        return {"#o": "value nested too deeply"}
     if depth > MAX_DEPTH:
         raise ValueError("value nested too deeply")
     t = type(v)
@@ -102,17 +107,77 @@ def encode(v, depth=0):
     if t is int:
         return v if -(1 << 900) < v < (1 << 900) else {"#i": hex(v)}
     if t is list:
-        return [encode(x, depth + 1) for x in v]
+        return [encode(x, depth + 1, rich) for x in v]
     tags = {tuple: "#t", set: "#s", frozenset: "#fs"}
     if t in tags:
-        return {tags[t]: [encode(x, depth + 1) for x in v]}
+        return {tags[t]: [encode(x, depth + 1, rich) for x in v]}
     if t is dict:
-        return {"#d": [[encode(k, depth + 1), encode(x, depth + 1)] for k, x in v.items()]}
+        return {"#d": [[encode(k, depth + 1, rich), encode(x, depth + 1, rich)] for k, x in v.items()]}
     if t is bytes:
         return {"#b": v.hex()}
     if t is complex:
         return {"#c": [v.real, v.imag]}
+    if rich:
+        return encode_rich(v, t, depth)
     raise TypeError(f"a value of type {t.__name__} cannot leave the sandbox (plain values only)")
+
+
+# A subclass of a builtin whose class keeps the builtin's __eq__ compares as that builtin: its value, read
+# through the builtin's own methods (not the subclass's, which `==` never calls).
+PLAIN_BASES = (
+    (int, int.__int__), (float, float.__float__), (str, str.__str__), (complex, lambda v: complex(
+        complex.real.__get__(v), complex.imag.__get__(v))), (bytes, lambda v: bytes.__getitem__(v, slice(None))),
+    (list, list.copy), (tuple, lambda v: tuple.__getitem__(v, slice(None))), (dict, dict.copy),
+    (set, lambda v: set(set.__iter__(v))), (frozenset, lambda v: frozenset(frozenset.__iter__(v))),
+)
+
+
+def encode_rich(v, t, depth):
+    """A returned value beyond the plain ones, in the form the host rebuilds it in to compare it with `==`
+    exactly as the value itself would compare with an expected (JSON) value: Decimal (its exact string),
+    Fraction, deque (tagged: it equals no list); a builtin's subclass that keeps the builtin's __eq__,
+    Counter and OrderedDict (equal to a plain dict as a dict is), UserList/UserString (their data) and a
+    Mapping that keeps Mapping.__eq__ (its items) as their plain equivalents. Anything else is opaque: the
+    host rebuilds an object equal to nothing, as the reference's `==` finds almost every such value (its
+    class's own __eq__, which would decide there, is never run outside the candidate)."""
+    d = depth + 1
+    eq = getattr(t, "__eq__", None)
+    mods = sys.modules
+    dec = getattr(mods.get("decimal"), "Decimal", None)
+    if isinstance(dec, type) and issubclass(t, dec) and eq is dec.__eq__:
+        return {"#dec": dec.__str__(v)}
+    frac = getattr(mods.get("fractions"), "Fraction", None)
+    if isinstance(frac, type) and issubclass(t, frac) and eq is frac.__eq__:
+        return {"#fr": [encode(frac.numerator.fget(v), d, True), encode(frac.denominator.fget(v), d, True)]}
+    coll = mods.get("collections")
+    if coll is not None:
+        if issubclass(t, coll.deque) and eq is coll.deque.__eq__:
+            return {"#dq": [encode(x, d, True) for x in coll.deque.__iter__(v)]}
+        if issubclass(t, dict) and eq in (coll.Counter.__eq__, coll.OrderedDict.__eq__):
+            return encode(dict.copy(v), d, True)
+        if (issubclass(t, coll.UserList) and eq is coll.UserList.__eq__
+                or issubclass(t, coll.UserString) and eq is coll.UserString.__eq__):
+            return encode(v.data, d, True)
+    abc = mods.get("collections.abc")
+    if abc is not None and issubclass(t, abc.Mapping) and eq is abc.Mapping.__eq__:
+        return encode(dict(v.items()), d, True)
+    if t is type(type.__dict__):  # a mappingproxy compares as the mapping it wraps
+        return encode(v.copy(), d, True)
+    for base, plain in PLAIN_BASES:
+        if issubclass(t, base) and eq is base.__eq__:
+            return encode(plain(v), d, True)
+    return {"#o": getattr(t, "__name__", "?")}
+
+
+class Opaque:
+    """A returned value the codec does not carry, as the host holds it: equal to nothing but itself."""
+    __slots__ = ("type_name",)
+
+    def __init__(self, type_name):
+        self.type_name = type_name
+
+    def __repr__(self):
+        return f"<{self.type_name} object>"
 
 
 def decode(x, depth=0):
@@ -126,8 +191,11 @@ def decode(x, depth=0):
     if len(x) != 1:
         raise ValueError("malformed encoded value")
     ((tag, body),) = x.items()
-    if tag in ("#t", "#s", "#fs") and type(body) is list:
+    if tag in ("#t", "#s", "#fs", "#dq") and type(body) is list:
         items = [decode(i, depth + 1) for i in body]
+        if tag == "#dq":
+            from collections import deque
+            return deque(items)
         return {"#t": tuple, "#s": set, "#fs": frozenset}[tag](items)
     if tag == "#d" and type(body) is list:
         return {decode(k, depth + 1): decode(v, depth + 1) for k, v in body}
@@ -137,6 +205,19 @@ def decode(x, depth=0):
         return complex(float(body[0]), float(body[1]))
     if tag == "#i" and type(body) is str:
         return int(body, 16)
+    if tag == "#dec" and type(body) is str:
+        from decimal import Decimal
+        try:
+            return Decimal(body)
+        except ArithmeticError:  # decimal.InvalidOperation: not a number's string
+            raise ValueError("malformed encoded value") from None
+    if tag == "#fr" and type(body) is list and len(body) == 2:
+        num, den = decode(body[0], depth + 1), decode(body[1], depth + 1)
+        if type(num) is int and type(den) is int and den != 0:
+            from fractions import Fraction
+            return Fraction(num, den)
+    if tag == "#o" and type(body) is str:
+        return Opaque(body[:200])
     raise ValueError("malformed encoded value")
 
 
@@ -635,6 +716,40 @@ def serve(ns, flag_fd):
         send_msg(4, reply)
 
 
+# sys.stdin while an lcb stdin program runs: lcb_runner's MockStdinWithBuffer and MockBuffer (since its
+# commit 16de2a1), names and all, so that what a program sees (and its error messages) are the reference's.
+# Only __getattr__ delegates to the StringIO, and special methods bypass it: `for line in sys.stdin` is a
+# TypeError there, and here.
+class MockStdinWithBuffer:
+    def __init__(self, inputs):
+        self.inputs = inputs
+        self._stringio = io.StringIO(inputs)
+        self.buffer = MockBuffer(inputs)
+
+    def read(self, *args):
+        return self.inputs
+
+    def readline(self, *args):
+        return self._stringio.readline(*args)
+
+    def readlines(self, *args):
+        return self.inputs.split("\n")  # so a trailing newline makes a last line ""
+
+    def __getattr__(self, name):
+        return getattr(self._stringio, name)
+
+
+class MockBuffer:
+    def __init__(self, inputs):
+        self.inputs = inputs.encode("utf-8")
+
+    def read(self, *args):
+        return self.inputs
+
+    def readline(self, *args):
+        return self.inputs.split(b"\n")[0] + b"\n"  # the first line, every time
+
+
 class LazyMockOpen:
     """builtins.open as the reference patches it, unittest.mock.mock_open(read_data=input), imported on
     first use (it costs ~60 ms; the prelude's `from builtins import *` shadows it for the program's own
@@ -702,15 +817,16 @@ def candidate_main(job, program, report_w, stdin_fd, out_w, err_w, extra, flag_w
             if "wrapped_function" not in ns:
                 raise RuntimeError("the program could not be rewritten into wrapped_function (as the reference does)")
             text = job.get("input", "")
-            # As lcb_runner's call_method: the read methods of the stdin the module was loaded with
-            # (what `from sys import stdin` bound) are replaced; sys.stdin is a fresh StringIO of the
-            # input; open() is mock_open of it; stdout is captured; SystemExit is swallowed.
+            # As lcb_runner's call_method, whose patches take effect bottom-up: first the read methods of
+            # the stdin the module was loaded with (what `from sys import stdin` bound) are replaced, then
+            # sys.stdin becomes a MockStdinWithBuffer of the input; open() is mock_open of it; stdout is
+            # captured; SystemExit is swallowed.
             lines = iter(text.split("\n"))
             loaded_stdin = sys.stdin
             loaded_stdin.readline = lambda *args: next(lines)
             loaded_stdin.readlines = lambda *args: text.split("\n")
             loaded_stdin.read = lambda *args: text
-            sys.stdin = io.StringIO(text)
+            sys.stdin = MockStdinWithBuffer(text)
             builtins.open = LazyMockOpen(text)
             captured = sys.stdout = io.StringIO()
             try:
@@ -721,7 +837,10 @@ def candidate_main(job, program, report_w, stdin_fd, out_w, err_w, extra, flag_w
         elif mode == "call":
             args = [json.loads(line) for line in job.get("input", "").split("\n") if line.strip()]
             fn = lcb_resolve(ns, job["func"], source) if lcb else resolve(ns, job["func"])
-            write_all(3, json.dumps(encode(fn(*args))).encode())
+            result = fn(*args)
+            if lcb and isinstance(result, tuple):  # as the reference does, before it compares
+                result = list(result)
+            write_all(3, json.dumps(encode(result, rich=lcb)).encode())
         elif mode == "serve":
             serve(ns, flag_fd)
     except SystemExit as e:

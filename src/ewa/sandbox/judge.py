@@ -111,7 +111,13 @@ def test_verdict(problem: Problem, index: int, reply: dict, limits: Limits, tol:
         except (TypeError, ValueError, RecursionError):
             result.error = "the function returned no readable value"
             return result
-        result.verdict = AC if sem.value_match(got, expected_value(problem, index, test), tol) else WA
+        expected = expected_value(problem, index, test)
+        try:
+            same = sem.value_match(got, expected, tol)
+        except Exception as e:  # e.g. a signalling-NaN Decimal: the reference's `==` raised too
+            result.error = f"comparing the returned value raised {type(e).__name__}"
+            return result
+        result.verdict = AC if same else WA
     return result
 
 

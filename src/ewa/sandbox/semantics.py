@@ -6,8 +6,9 @@ problem's `source`). A semantics has two halves:
   program inside the sandbox: the prelude is part of the candidate's own source, never run in the host;
 - the comparison of stdout or of a returned value happens here, in the host.
 
-`livecodebench` reproduces the reference harness, lcb_runner's evaluation/testing_util.py (as read at
-commit 15808c76 of LiveCodeBench/LiveCodeBench):
+`livecodebench` reproduces the reference harness, lcb_runner's evaluation/testing_util.py as LiveCodeBench
+runs it today (HEAD 28fef95 of LiveCodeBench/LiveCodeBench; its stdin handling is that of commit 16de2a1,
+May 2025, which replaced the 15808c76 behaviour ewa reproduced up to version 1 of this semantics):
 - every program gets an import prelude (`from M import *` for 18 modules, `import M` for 16, then
   `sys.setrecursionlimit(50000)`); a functional program is the prelude, a blank line, then the code;
 - what reliability_guard() takes away is gone (os.kill, os.getcwd, subprocess.Popen, quit, ... set to
@@ -15,9 +16,13 @@ commit 15808c76 of LiveCodeBench/LiveCodeBench):
 - stdin: a last top-level `if __name__ == '__main__':` block is replaced by its body (its else branch
   dropped), then the top-level imports are hoisted and every other statement becomes the body of
   `def wrapped_function():` (so top-level names are that function's locals, and a `global` statement
-  in a nested function does not see them), which is called once per test with sys.stdin an
-  io.StringIO of the input (no .buffer, no .fileno), builtins.open a unittest.mock.mock_open of the
-  input, and sys.stdout an io.StringIO; SystemExit ends the program normally, whatever its code.
+  in a nested function does not see them), which is called once per test with sys.stdin the
+  reference's MockStdinWithBuffer of the input (read() the whole input, readline() a StringIO's line,
+  readlines() `input.split('\n')`, so a trailing newline makes a last line ''; .buffer.read() the
+  input's bytes, .buffer.readline() its first line, every time; anything else delegated to a StringIO
+  by __getattr__, which iteration bypasses: `for line in sys.stdin` is a TypeError), builtins.open a
+  unittest.mock.mock_open of the input, and sys.stdout an io.StringIO; SystemExit ends the program
+  normally, whatever its code.
   Names bound while the module loaded keep the harness's own streams: `from sys import stdin` gets a
   stdin whose readline/readlines/read (only) are replaced by ones over the input's lines (without
   newlines), `from sys import stdout` and os.write(1, ...) write where no one reads, and `open` (bound
@@ -26,12 +31,20 @@ commit 15808c76 of LiveCodeBench/LiveCodeBench):
   The output is compared line by line after strip() (leading/trailing blank lines ignored, the line
   counts must agree), a differing line as the element-wise Decimal values of its tokens;
 - functional: `Solution().<name>` when the source contains "class Solution", else the module-level
-  `<name>`; the returned value, a tuple made a list, must `==` the JSON-decoded expected value.
+  `<name>`; the returned value, a tuple made a list (in the candidate, as there), must `==` the
+  JSON-decoded expected value. The value is rebuilt here from trusted types (forkserver.encode_rich):
+  builtins, Decimal, Fraction, deque, and what compares as one of them (a builtin's subclass keeping its
+  __eq__, Counter, OrderedDict, a Mapping); so Decimal('15') == 15 and Fraction(1, 2) == 0.5 pass,
+  and neither a deque nor a tuple inside the result equals a list. A value of any other type
+  stands in as an object equal to nothing (WA), where the reference would run its class's __eq__ (almost
+  always False, except for a class that defines one); a comparison that raises (a signalling-NaN
+  Decimal) is RE, the reference's runtime error.
 The fork server forks per test where the reference calls into one loaded module, so state kept on a
 Solution instance or in a module between tests does not carry over here. The candidate's stack may
 grow to 256 MB, or the memory limit if lower (the reference inherits its process's `ulimit -s`; with
-8 MB, recursion through C frames such as an lru_cache'd function crashes there long before the limit). Verdicts stay ewa's: the
-reference knows no MLE, and it scores a program that does not compile as a failed test (CE here).
+8 MB, recursion through C frames such as an lru_cache'd function crashes there long before the
+limit). Verdicts stay ewa's: the reference knows no MLE, and it scores a program that does not compile
+as a failed test (CE here).
 tests/test_judge_semantics.py holds the table of programs this was checked on.
 
 `codecontests`, `humaneval` and `mini` (and `plain`, for any other source) run the program as written,
@@ -106,13 +119,13 @@ def lcb_stdout_match(got: str, expected: str, tol: float = 0.0) -> bool:
 
 def lcb_value_match(got, expected, tol: float = 0.0) -> bool:
     """`==` after a returned tuple becomes a list (only at the top, as the reference does); so 1 == 1.0
-    == True, and floats must be exactly equal; `tol` is not used."""
+    == True == Decimal(1) == Fraction(1), floats must be exactly equal, and a deque equals no list;
+    `tol` is not used. `got` is what forkserver.decode rebuilt, so every `==` here is a trusted type's.
+    A comparison that raises (a signalling-NaN Decimal) raises: the judge calls it a runtime error, as
+    the reference does."""
     if isinstance(got, tuple):
         got = list(got)
-    try:
-        return bool(got == expected)
-    except Exception:  # e.g. RecursionError on a pathologically deep value
-        return False
+    return bool(got == expected)
 
 
 def _own(name: str, description: str) -> Semantics:
@@ -120,11 +133,12 @@ def _own(name: str, description: str) -> Semantics:
 
 
 SEMANTICS: dict[str, Semantics] = {s.name: s for s in (
-    Semantics("livecodebench", "1",
-              "lcb_runner evaluation/testing_util.py (LiveCodeBench@15808c76): reliability_guard; import "
-              "prelude with sys.setrecursionlimit(50000); stdin programs unwrapped from a last __main__ "
-              "guard and run as wrapped_function() on StringIO stdin/stdout; stripped lines, else Decimal "
-              "tokens; functional results == expected after tuple->list",
+    Semantics("livecodebench", "2",
+              "lcb_runner evaluation/testing_util.py (LiveCodeBench@28fef95, stdin as of 16de2a1): "
+              "reliability_guard; import prelude with sys.setrecursionlimit(50000); stdin programs "
+              "unwrapped from a last __main__ guard and run as wrapped_function() on MockStdinWithBuffer "
+              "stdin and StringIO stdout; stripped lines, else Decimal tokens; functional results == "
+              "expected after tuple->list (Decimal, Fraction, deque compared as themselves)",
               "lcb", LCB_PRELUDE, lcb_stdout_match, lcb_value_match, ("stdin", "functional")),
     _own("codecontests", "program as written; stdout tokens, real numbers within float_tol"),
     _own("humaneval", "program as written; the problem's check(candidate) in a separate checker process"),
