@@ -1,9 +1,11 @@
-"""`ewa plan`: exact parameter counts from a model's config.json, the paper configs fitting 8 x 80 GB nodes,
-refusals that name the rule in one line, and a plan that writes nothing. The model configs are the
-published Qwen2.5-Coder-7B/32B-Instruct architectures, committed under tests/fixtures/models/."""
+"""`ewa plan`: exact parameter counts from a model's config.json, the paper configs fitting 8 x 80 GB nodes
+within --max-memory-share, refusals that name the rule and the change that fits in one line, merge I/O per
+job layout, and a plan that writes nothing. The model configs are the published Qwen2.5-Coder-7B/32B-Instruct
+architectures, committed under tests/fixtures/models/ (14B is written from its published numbers)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import re
 
 import pytest
@@ -44,6 +46,32 @@ def paper_variant(tmp_path, name: str, sample: dict | None = None, **grpo) -> tu
     return path, PAPER[name]
 
 
+def qwen_14b(tmp_path, micro_batch: int, **grpo) -> tuple:
+    """configs/paper-7b.yaml on Qwen2.5-Coder-14B-Instruct (hidden 5120, 48 layers, 40 heads, 8 KV heads,
+    intermediate 13824, vocabulary 152064, untied; its config.json from the 32B's with those numbers), the
+    colocated vLLM over 2 GPUs (29.5 GB of weights cannot fit a 0.3 x 80 GB share on one)."""
+    model = tmp_path / "Qwen2.5-Coder-14B-Instruct"
+    model.mkdir(exist_ok=True)
+    raw = json.loads((PAPER["paper-32b"] / "config.json").read_text())
+    raw.update(num_hidden_layers=48, intermediate_size=13824, max_window_layers=48)
+    (model / "config.json").write_text(json.dumps(raw))
+    variant = tmp_path / f"variant{len(list(tmp_path.glob('variant*')))}"  # each call its own config file
+    variant.mkdir()
+    config, _ = paper_variant(variant, "paper-7b", **{"per_device_train_batch_size": micro_batch,
+                                                      "vllm_tensor_parallel_size": 2, **grpo})
+    return config, model
+
+
+def with_profile(tmp_path, edit) -> Path:
+    """profiles/slurm/config.yaml passed through `edit(profile)`, as a profile directory under tmp_path."""
+    profile = yaml.safe_load((SLURM / "config.yaml").read_text())
+    edit(profile)
+    directory = tmp_path / "profile"
+    directory.mkdir(exist_ok=True)
+    (directory / "config.yaml").write_text(yaml.safe_dump(profile))
+    return directory
+
+
 @pytest.mark.parametrize("name, parameters", [("Qwen2.5-Coder-7B-Instruct", 7_615_616_512),
                                               ("Qwen2.5-Coder-32B-Instruct", 32_763_876_352)])
 def test_parameter_count_is_exact(name, parameters):
@@ -64,6 +92,7 @@ def test_paper_config_fits_an_8_x_80_gb_node(name, capsys):
     assert result["fits"] and result["refusal"] is None
     train = result["rules"]["train"]
     assert train["gpus"] == 8 and train["gpu_mem_gb"] == 80 and train["peak_gb"] <= 70  # headroom for longer prompts
+    assert result["max_memory_share"] == 0.9 and train["limit_gb"] == 72.0 and train["peak_gb"] <= train["limit_gb"]
     for rule in ("train", "merge", "sample"):
         assert result["rules"][rule]["peak_gb"] <= result["rules"][rule]["gpu_mem_gb"], rule
     assert train["hours"] > 0 and result["disk"]["merge_temp"]
@@ -91,9 +120,91 @@ def test_a_micro_batch_of_64_is_refused_naming_the_rule(batch, tmp_path, capsys)
     config, model = paper_variant(tmp_path, "paper-7b", per_device_train_batch_size=batch)
     rc, out, err = plan(capsys, config, model=model)
     assert rc == 1 and len(err) == 1
-    assert re.fullmatch(r"plan: rule train needs \d+\.\d GB per GPU, profile gives 80 GB \(largest: activations "
-                        r".*per_device_train_batch_size\)", err[0]), err[0]
+    assert re.fullmatch(r"plan: rule train needs \d+\.\d GB per GPU, profile gives 80 GB of which a job may plan "
+                        r"0\.9 = 72\.0 GB \(--max-memory-share\) \(largest: activations \d+\.\d GB; fix: lower "
+                        r"grpo\.per_device_train_batch_size from 64 to 4 \(64\.0 GB\)\)", err[0]), err[0]
     assert re.search(r"^train .* REFUSED$", out, re.M)  # the plan is still printed
+
+
+def train_plan(capsys, config, model, *flags) -> tuple[int, dict, list[str]]:
+    rc, out, err = plan(capsys, config, "--json", *flags, model=model)
+    return rc, json.loads(out)["rules"]["train"], err
+
+
+@pytest.mark.parametrize("case", ["14b micro-batch 2", "32b micro-batch 4"])
+def test_configs_within_the_gpu_but_not_its_margin_are_refused(case, tmp_path, capsys):
+    """Both fit 80 GB on paper (78.3 and 78.2 GB), neither leaves room for allocator fragmentation: refused
+    at the default share of 0.9, naming it; accepted when --max-memory-share allows all of the GPU."""
+    config, model = (qwen_14b(tmp_path, 2) if case.startswith("14b")
+                     else paper_variant(tmp_path, "paper-32b", per_device_train_batch_size=4))
+    rc, train, err = train_plan(capsys, config, model)
+    assert rc == 1 and 72 < train["peak_gb"] <= 80 and train["limit_gb"] == 72.0
+    assert len(err) == 1 and err[0].startswith("plan: rule train needs") and train["refusal"] == err[0]
+    assert "profile gives 80 GB of which a job may plan 0.9 = 72.0 GB (--max-memory-share)" in err[0]
+    rc, train, err = train_plan(capsys, config, model, "--max-memory-share", "1")
+    assert rc == 0 and err == [] and train["limit_gb"] == 80.0
+
+
+def test_the_advice_is_a_change_that_fits_and_vllm_is_not_shrunk_below_its_need(tmp_path, capsys):
+    """14B micro-batch 4: vLLM's 24 GB is the largest term but it needs 20 GB at TP 2, and micro-batch 1 alone
+    still needs 73.9 GB; sleep mode fits. Each advice, applied, gives the plan it names."""
+    config, model = qwen_14b(tmp_path, 4)
+    assert architecture({"init": str(model)}).parameters == 14_770_033_664  # Qwen2.5-Coder-14B's 14.7 B
+    rc, train, err = train_plan(capsys, config, model)
+    assert rc == 1 and train["peak_gb"] > 80
+    assert "largest: vLLM 24.0 GB, of which vLLM needs 20.0 GB at TP 2; fix: set " \
+           "grpo.trl.vllm_enable_sleep_mode: true (65.2 GB;" in err[0], err[0]
+    assert "micro-batch 1 alone needs 73.9 GB" in err[0] and "vllm_gpu_memory_utilization" not in err[0]
+    fixed, _ = qwen_14b(tmp_path, 4, trl={"vllm_enable_sleep_mode": True})
+    rc, train, err = train_plan(capsys, fixed, model)
+    assert rc == 0 and err == [] and train["peak_gb"] == 65.2
+    # a looser share lets micro-batch 1 fit: then the micro-batch is the advice (the cheapest change)
+    rc, _, err = train_plan(capsys, config, model, "--max-memory-share", "0.95")
+    assert rc == 1 and "fix: lower grpo.per_device_train_batch_size from 4 to 1 (73.9 GB)" in err[0], err[0]
+    rc, _, err = train_plan(capsys, qwen_14b(tmp_path, 1)[0], model, "--max-memory-share", "0.95")
+    assert rc == 0 and err == []
+
+
+def test_32b_micro_batch_4_is_told_the_micro_batch_that_fits(tmp_path, capsys):
+    config, model = paper_variant(tmp_path, "paper-32b", per_device_train_batch_size=4)
+    rc, train, err = train_plan(capsys, config, model)
+    assert rc == 1 and "(largest: activations 25.2 GB; fix: lower grpo.per_device_train_batch_size from 4 to 2 " \
+                       "(65.4 GB))" in err[0], err[0]
+    rc, train, err = train_plan(capsys, ROOT / "configs/paper-32b.yaml", model)  # micro-batch 2, as shipped
+    assert rc == 0 and train["peak_gb"] == 65.4
+
+
+def test_vllm_that_cannot_start_is_told_the_tensor_parallel_size_that_holds_it(tmp_path, capsys):
+    config, model = qwen_14b(tmp_path, 2, vllm_tensor_parallel_size=1)  # 29.5 GB of weights, a 24 GB share
+    rc, _, err = train_plan(capsys, config, model, "--max-memory-share", "1")
+    assert rc == 1 and err[0].startswith("plan: rule train needs 38.0 GB per GPU for vLLM")
+    assert err[0].endswith("(raise grpo.vllm_tensor_parallel_size from 1 to 2)"), err[0]
+    config, model = paper_variant(tmp_path, "paper-32b", {"tensor_parallel_size": 1, "data_parallel_size": 4})
+    rc, _, err = plan(capsys, config, model=model)
+    assert rc == 1 and "rule sample" in err[0]
+    assert err[0].endswith("(raise sample.tensor_parallel_size from 1 to 2 and the profile's sample gpu to 8)"), err[0]
+
+
+@pytest.mark.parametrize("per_job", [1, 6])
+def test_merge_io_is_reported_for_per_alpha_jobs_and_for_chunks(per_job, tmp_path, capsys):
+    """17 alphas at 32B (65.5 GB each): one job per alpha reads both endpoints 17 times; chunks of 6 read
+    them 3 times. The plan prints both figures whichever the profile uses."""
+    def chunks(profile):
+        profile["set-resources"]["merge"]["alphas_per_job"] = per_job
+    result = json.loads(plan(capsys, ROOT / "configs/paper-32b.yaml", "--json", model=PAPER["paper-32b"],
+                             profile=with_profile(tmp_path, chunks))[1])
+    merge, size = result["rules"]["merge"], 2 * 32_763_876_352 / 1e9
+    jobs = {1: 17, 6: 3}[per_job]
+    assert merge["jobs"] == jobs and merge["io_gb"]["read"] == round(2 * jobs * size, 1)
+    assert merge["io_gb"]["read_one_alpha_per_job"] == round(2 * 17 * size, 1) == 2227.9
+    assert merge["io_gb"]["written"] == round(17 * size, 1)
+    line = next(d for d in merge["details"] if d.startswith("17 alphas"))
+    if per_job == 1:
+        assert "one job per alpha: read 2,227.9 GB" in line and "alphas_per_job: 17 would read 131.1 GB" in line
+    else:
+        assert "3 jobs of up to 6 alphas" in line and "read 393.2 GB" in line
+        assert "17 jobs of one alpha would read 2,227.9 GB" in line
+    assert result["disk"]["alphas_at_once"] >= per_job  # a chunk's merged models appear together
 
 
 def test_32b_without_offload_or_with_vllm_at_tp1_is_refused(tmp_path, capsys):
@@ -143,6 +254,7 @@ def test_gpu_memory_comes_from_the_profile(tmp_path, capsys):
     (tmp_path / "small" / "config.yaml").write_text(yaml.safe_dump(profile))
     rc, _, err = plan(capsys, ROOT / "configs/paper-7b.yaml", model=PAPER["paper-7b"], profile=tmp_path / "small")
     assert rc == 1 and err[0].startswith("plan: rule train needs") and "profile gives 40 GB" in err[0]
+    assert "0.9 = 36.0 GB" in err[0]
     del profile["set-resources"]["train"]["gpu_mem_gb"]  # gpu_model h100 -> 80 GB
     (tmp_path / "small" / "config.yaml").write_text(yaml.safe_dump(profile))
     result = json.loads(plan(capsys, ROOT / "configs/paper-7b.yaml", "--json", model=PAPER["paper-7b"],
@@ -157,6 +269,7 @@ def test_gpu_memory_comes_from_the_profile(tmp_path, capsys):
     ({"grpo": {"vllm_tensor_parallel_size": 8}}, "grpo.vllm_tensor_parallel_size: 8 does not divide the model's 28"),
     ({"grpo": {"per_device_train_batch_size": 3}}, "grpo.per_device_train_batch_size: 3 x 8 processes"),
     ({"profile": "missing"}, "--profile: {tmp}/noprofile/config.yaml is missing"),
+    ({"share": "1.5"}, "--max-memory-share: expected a share of the GPU memory in (0, 1], got 1.5"),
 ])
 def test_bad_input_is_one_line_naming_the_field(change, needle, tmp_path, capsys):
     config = yaml.safe_load((ROOT / "configs/paper-7b.yaml").read_text())
@@ -166,7 +279,8 @@ def test_bad_input_is_one_line_naming_the_field(change, needle, tmp_path, capsys
     if change.get("init") == "missing":
         model = None  # the paper config's own model.init, which does not exist here
     profile = tmp_path / "noprofile" if change.get("profile") else SLURM
-    rc, out, err = plan(capsys, tmp_path / "c.yaml", model=model, profile=profile)
+    flags = ["--max-memory-share", change["share"]] if "share" in change else []
+    rc, out, err = plan(capsys, tmp_path / "c.yaml", *flags, model=model, profile=profile)
     assert rc == 2 and out == "" and len(err) == 1, err
     assert needle.format(tmp=tmp_path) in err[0]
 

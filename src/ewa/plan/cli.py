@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 from ewa.errors import UserError
+from ewa.plan.memory import MAX_MEMORY_SHARE
 from ewa.plan.workload import PROMPT_TOKENS
 
 WIDTH = 100  # text plan width: readable in a terminal and in the README
@@ -32,6 +33,10 @@ def add_plan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--alphas-at-once", type=int, metavar="N",
                    help="merged models on disk at once with merge.temp (default: every alpha: on a cluster all "
                         "merges finish in minutes, long before sampling deletes the first)")
+    p.add_argument("--max-memory-share", type=float, default=MAX_MEMORY_SHARE, metavar="SHARE",
+                   help=f"refuse a GPU job whose planned peak exceeds this share of the GPU memory the profile "
+                        f"gives (default: {MAX_MEMORY_SHARE:g}; the rest is for allocator fragmentation and "
+                        f"transients the plan does not model)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
 
 
@@ -53,6 +58,8 @@ def build_plan(args: argparse.Namespace) -> dict:
     from ewa.plan.model import architecture
     from ewa.plan.profile import load_profile
 
+    if not 0 < args.max_memory_share <= 1:
+        raise UserError(f"--max-memory-share: expected a share of the GPU memory in (0, 1], got {args.max_memory_share:g}")
     if not Path(args.configfile).is_file():
         raise UserError(f"--configfile: {args.configfile} is missing")
     config = load(args.configfile)
@@ -63,7 +70,7 @@ def build_plan(args: argparse.Namespace) -> dict:
                   for name, entry in config["benchmarks"].items()]
     train = workload.benchmark("train_data", config["train_data"], config["seed"], {})
     inputs = Inputs(config, arch, profile, args.prompt_tokens, benchmarks, train.tests,
-                    args.alphas_at_once or len(config["merge"]["alphas"]))
+                    args.alphas_at_once or len(config["merge"]["alphas"]), args.max_memory_share)
     rules = plan_rules(inputs)
     refusal = next((r.refusal for r in rules.values() if r.refusal), None)
     return {
@@ -72,7 +79,7 @@ def build_plan(args: argparse.Namespace) -> dict:
         "benchmarks": [vars(b) for b in benchmarks], "train_tests_per_problem": train.tests,
         "assumptions": {**workload.constants(), "prompt_tokens": args.prompt_tokens, **memory.constants(),
                         **speed.constants()},
-        "fits": refusal is None, "refusal": refusal,
+        "max_memory_share": args.max_memory_share, "fits": refusal is None, "refusal": refusal,
     }
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from ewa.plan import memory, speed, workload
 from ewa.plan.memory import CUDA_RUNTIME_GB, GB
 from ewa.plan.model import BF16
-from ewa.plan.rule import Inputs, RulePlan, attempts_note, check_heads, gb, vllm_refusal, weight_width
+from ewa.plan.rule import (Inputs, RulePlan, attempts_note, check_heads, gb, memory_refusal, vllm_refusal,
+                           weight_width)
 from ewa.plan.training import train_plan
 
 # vLLM's default gpu_memory_utilization: ewa's sample backend leaves it, so each engine takes this share.
@@ -26,21 +27,34 @@ def init_plan(i: Inputs) -> RulePlan:
 
 
 def merge_plan(i: Inputs) -> RulePlan:
+    """Merge jobs read both endpoints once per job and write each alpha of their chunk: one alpha per job by
+    default, `alphas_per_job` (set-resources.merge in the profile) to read them once per chunk."""
     from ewa.merge.stream import GPU_BLOCKS
 
     res = i.profile.of("merge")
     alphas = len(i.config["merge"]["alphas"])
+    per_job = min(i.profile.alphas_per_job, alphas)
+    jobs = -(-alphas // per_job)
     size = i.arch.weight_bytes(weight_width(i.config))
-    plan = RulePlan("merge", alphas, res.gpus, res.gpu_mem_gb, disk_gb=gb(alphas * size))
+    plan = RulePlan("merge", jobs, res.gpus, res.gpu_mem_gb, disk_gb=gb(alphas * size))
     if res.gpus:
         block, buffers = GPU_BLOCKS  # the write ring, plus fp32 copies of one block of each input and the blend
         terms = {"ring buffers": block * buffers, "fp32 block": 3 * block * 2, "CUDA": CUDA_RUNTIME_GB * GB}
         plan.memory_gb = {k: gb(v) for k, v in terms.items()}
-        plan.peak_gb = gb(sum(terms.values()))
-    plan.hours = round(3 * size / (speed.FS_GB_S * GB) / 3600, 2)  # read both endpoints, write the blend
-    plan.gpu_hours = round(plan.hours * res.gpus * alphas, 1)
-    plan.details.append(f"{alphas} alphas, {gb(size)} GB each: read {gb(2 * size)} GB, write {gb(size)} GB per alpha "
-                        f"at {speed.FS_GB_S:g} GB/s")
+        plan.peak_gb, plan.limit_gb = gb(sum(terms.values())), gb(i.limit("merge"))
+        if sum(terms.values()) > i.limit("merge"):
+            plan.refusal = memory_refusal("merge", sum(terms.values()), i.max_memory_share, res.gpu_mem_gb,
+                                          "ring buffers", "fix: set merge.device: cpu")
+    plan.hours = round((2 + per_job) * size / (speed.FS_GB_S * GB) / 3600, 2)  # both endpoints, then each blend
+    plan.gpu_hours = round((2 * jobs + alphas) * size / (speed.FS_GB_S * GB) / 3600 * res.gpus, 1)
+    plan.io_gb = {"read": gb(2 * jobs * size), "read_one_alpha_per_job": gb(2 * alphas * size),
+                  "read_one_job": gb(2 * size), "written": gb(alphas * size)}
+    layout = (f"{jobs} jobs of up to {per_job} alphas (set-resources.merge.alphas_per_job), each reading both "
+              f"endpoints once" if per_job > 1 else "one job per alpha")
+    other = (f"{alphas} jobs of one alpha would read {plan.io_gb['read_one_alpha_per_job']:,} GB" if per_job > 1 else
+             f"set-resources.merge.alphas_per_job: {alphas} would read {plan.io_gb['read_one_job']:,} GB in one job")
+    plan.details.append(f"{alphas} alphas, {gb(size)} GB each, {layout}: read {plan.io_gb['read']:,} GB and write "
+                        f"{plan.io_gb['written']:,} GB in all at {speed.FS_GB_S:g} GB/s ({other})")
     return plan
 
 
@@ -60,6 +74,14 @@ def data_parallel_advice(arch, tp: int, dp: int, share: float, sequences: int, c
     return None
 
 
+def sample_tp_knob(arch, tp: int, dp: int, share: float) -> str:
+    """The smallest larger TP whose engine starts in vLLM's share of each GPU (the sample rule's advice)."""
+    for t in range(tp + 1, arch.heads + 1):
+        if arch.heads % t == 0 and memory.vllm_needs(arch, t, arch.max_positions) <= share:
+            return (f"raise sample.tensor_parallel_size from {tp} to {t} and the profile's sample gpu to {t * dp}")
+    return "no TP holds it in this GPU's share: GPUs with more memory"
+
+
 def sample_plan(i: Inputs) -> RulePlan:
     c, arch, res = i.config["sample"], i.arch, i.profile.of("sample")
     alphas, settings = len(i.config["merge"]["alphas"]), c["settings"]
@@ -67,6 +89,8 @@ def sample_plan(i: Inputs) -> RulePlan:
     plan = RulePlan("sample", jobs, res.gpus, res.gpu_mem_gb)
     backend = c["backend"] if c["backend"] != "auto" else ("vllm" if res.gpus else "hf")
     tp, dp = c["tensor_parallel_size"], c["data_parallel_size"]
+    # vLLM holds itself to this share (it measures the GPU and sizes its KV cache to fill the share): checked
+    # against what vLLM needs, not against --max-memory-share, which is for what PyTorch allocates as it goes
     share = VLLM_SAMPLE_UTILIZATION * res.gpu_mem_gb * GB if (res.gpus and backend == "vllm") else 0.0
     if share:
         check_heads(arch, tp, "sample.tensor_parallel_size")
@@ -77,8 +101,7 @@ def sample_plan(i: Inputs) -> RulePlan:
         plan.details.append(f"vLLM, {layout} on {res.gpus} GPUs: each GPU gives it {VLLM_SAMPLE_UTILIZATION:g} x "
                             f"{res.gpu_mem_gb:g} GB, {gb(arch.weight_bytes() / tp)} GB of weights, the rest KV cache")
         if need > share:
-            plan.refusal = vllm_refusal("sample", need, share, res.gpu_mem_gb,
-                                        "raise sample.tensor_parallel_size and the profile's sample gpu")
+            plan.refusal = vllm_refusal("sample", need, share, res.gpu_mem_gb, sample_tp_knob(arch, tp, dp, share))
         if tp * dp != res.gpus:
             plan.details.append(f"sample.tensor_parallel_size {tp} x sample.data_parallel_size {dp} = {tp * dp} GPUs "
                                 f"differs from the {res.gpus} GPUs the profile gives"
@@ -141,7 +164,8 @@ def disk(i: Inputs, plans: dict[str, RulePlan]) -> dict:
     temp = i.config["merge"]["temp"]
     size = gb(i.arch.weight_bytes(weight_width(i.config)))
     merged_all = plans["merge"].disk_gb
-    at_once = min(i.alphas_at_once, len(i.config["merge"]["alphas"]))
+    # a merge job's alphas appear together, when it ends: a chunk of them is on disk at once at least
+    at_once = min(max(i.alphas_at_once, i.profile.alphas_per_job), len(i.config["merge"]["alphas"]))
     merged_peak = round(at_once * size, 1) if temp else merged_all
     kept = {"init": plans["init"].disk_gb, "checkpoints": plans["train"].disk_gb,
             "merged": 0.0 if temp else merged_all, "samples": plans["sample"].disk_gb,

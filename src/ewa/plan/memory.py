@@ -6,6 +6,7 @@ state (and with it the gradients it consumes) or the weights to host memory.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import yaml
@@ -24,6 +25,11 @@ LOGPROB_TOKEN_TILE, LOGPROB_VOCAB_TILE = 4096, 32768
 CUDA_RUNTIME_GB = 3.0
 # vLLM's own activations and CUDA graphs inside its gpu_memory_utilization share (assumed).
 VLLM_OVERHEAD_GB = 2.0
+# The share of a GPU's memory a planned peak may take (`ewa plan --max-memory-share`). PyTorch's caching
+# allocator reserves more than the tensors it holds (blocks split and cached, the "reserved but unallocated"
+# of an out-of-memory message), and cuBLAS, NCCL and autograd take transients this model does not list;
+# PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (profiles/slurm) narrows that gap, it does not close it.
+MAX_MEMORY_SHARE = 0.90
 GB = 1e9
 
 
@@ -86,14 +92,18 @@ def layer_bytes_per_token(arch: Architecture, width: int) -> float:
 
 
 def activations(arch: Architecture, micro_batch: int, sequence: int, checkpointing: bool, bf16: bool) -> float:
-    """One micro-batch's activations: with checkpointing, every layer's input plus one layer recomputed
-    during backward; without, every layer's."""
+    """One micro-batch's activations at their peak, in backward: with checkpointing, every layer's input
+    plus the layer being recomputed; without, every layer's; either way plus that layer's gradients."""
     width = BF16 if bf16 else 4
     tokens = micro_batch * sequence
     layer = tokens * layer_bytes_per_token(arch, width)
+    # While a layer back-propagates, autograd holds its saved (with checkpointing: just recomputed)
+    # activations and also produces the gradient of each, as large as the activation it belongs to, before
+    # the activations are freed: a second layer's worth on top of what forward left.
+    backward = layer
     if checkpointing:
-        return arch.layers * tokens * arch.hidden * width + layer
-    return arch.layers * layer
+        return arch.layers * tokens * arch.hidden * width + layer + backward
+    return arch.layers * layer + backward
 
 
 def logprob_head(arch: Architecture, micro_batch: int, completion: int, gathered: bool) -> float:
@@ -119,3 +129,8 @@ def kv_room(arch: Architecture, tensor_parallel: int, share: float) -> float:
 def constants() -> dict:
     return {"zero3_live_parameters": ZERO3_LIVE_PARAMETERS, "logprob_tile": [LOGPROB_TOKEN_TILE, LOGPROB_VOCAB_TILE],
             "cuda_runtime_gb": CUDA_RUNTIME_GB, "vllm_overhead_gb": VLLM_OVERHEAD_GB}
+
+
+def vllm_utilization_for(arch: Architecture, tensor_parallel: int, max_model_len: int, gpu_mem_gb: float) -> float:
+    """The smallest gpu_memory_utilization (two decimals, as a config holds it) whose share vLLM starts in."""
+    return math.ceil(vllm_needs(arch, tensor_parallel, max_model_len) / (gpu_mem_gb * GB) * 100 - 1e-9) / 100

@@ -33,6 +33,7 @@ class Profile:
     rules: dict[str, Resources] = field(default_factory=dict)
     retries: int = 0
     group_sizes: dict[str, int] = field(default_factory=dict)  # rule -> jobs per group job
+    alphas_per_job: int = 1  # alphas one merge job writes from one read of the endpoints (rules/merge.smk)
 
     def of(self, rule: str) -> Resources:
         return self.rules.get(rule, Resources())
@@ -81,5 +82,9 @@ def load_profile(directory: str | None) -> Profile:
     rules = {rule: rule_resources(rule, per_rule.get(rule) or {}, defaults, threads)
              for rule in {*PLANNED_RULES, *per_rule}}
     groups, sizes = raw.get("groups") or {}, raw.get("group-components") or {}
+    per_job = (per_rule.get("merge") or {}).get("alphas_per_job", 1)
+    if not isinstance(per_job, int) or isinstance(per_job, bool) or per_job < 1:
+        raise UserError(f"profile: set-resources.merge.alphas_per_job: expected a whole number >= 1, got {per_job!r}")
     return Profile(path=str(directory), rules=rules, retries=int(raw.get("retries") or 0),
-                   group_sizes={rule: int(sizes.get(group, 1)) for rule, group in groups.items()})
+                   group_sizes={rule: int(sizes.get(group, 1)) for rule, group in groups.items()},
+                   alphas_per_job=per_job)

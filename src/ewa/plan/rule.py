@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, field
 
 from ewa.errors import UserError
-from ewa.plan.memory import GB
+from ewa.plan.memory import GB, MAX_MEMORY_SHARE
 from ewa.plan.model import BF16, Architecture
 from ewa.plan.profile import Profile
 
@@ -19,12 +19,14 @@ class RulePlan:
     gpu_mem_gb: float | None  # what the profile gives per GPU
     memory_gb: dict[str, float] = field(default_factory=dict)  # per GPU, by term
     peak_gb: float | None = None  # per GPU
+    limit_gb: float | None = None  # the most peak_gb may be: --max-memory-share of gpu_mem_gb
     hours: float | None = None  # per job (the longest job)
     gpu_hours: float = 0.0  # all jobs
     cpu_hours: float = 0.0  # sandbox CPU, all jobs
     program_runs: int = 0  # sandbox runs, all jobs
     disk_gb: float = 0.0  # written by all its jobs (merge.temp deletes merges later: see disk())
     work_disk_gb: float = 0.0  # held only while the jobs run (trainer checkpoints with optimizer state)
+    io_gb: dict[str, float] = field(default_factory=dict)  # GB read and written by all its jobs (merge)
     details: list[str] = field(default_factory=list)
     refusal: str | None = None  # why it cannot run on the profile's GPUs (one line)
 
@@ -38,6 +40,11 @@ class Inputs:
     benchmarks: list  # workload.Benchmark
     train_tests: float  # hidden tests per training problem
     alphas_at_once: int
+    max_memory_share: float = MAX_MEMORY_SHARE  # of each GPU's memory a planned peak may take
+
+    def limit(self, rule: str) -> float:
+        """Bytes per GPU a job of `rule` may peak at: the share of what the profile gives."""
+        return self.max_memory_share * (self.profile.of(rule).gpu_mem_gb or 0.0) * GB
 
 
 def gb(x: float) -> float:
@@ -61,10 +68,11 @@ def vllm_refusal(rule: str, need: float, share: float, mem: float, knob: str) ->
             f"its share is {gb(share)} GB of the {mem:g} GB the profile gives ({knob})")
 
 
-def memory_refusal(rule: str, peak: float, mem: float, terms: dict, advice: dict) -> str:
-    biggest = max(terms, key=terms.get)
-    return (f"plan: rule {rule} needs {peak:.1f} GB per GPU, profile gives {mem:g} GB "
-            f"(largest: {biggest} {terms[biggest]:.1f} GB; {advice.get(biggest, 'add GPUs')})")
+def memory_refusal(rule: str, peak: float, share: float, mem: float, largest: str, fix: str) -> str:
+    """One line: what the job needs against the share of the profile's GPU memory it may take, its largest
+    term, and the change that makes it fit."""
+    return (f"plan: rule {rule} needs {gb(peak)} GB per GPU, profile gives {mem:g} GB of which a job may plan "
+            f"{share:g} = {gb(share * mem * GB)} GB (--max-memory-share) (largest: {largest}; {fix})")
 
 
 def attempts_note(hours: float, at_risk: float, runtime_h: float | None, retries: int) -> str:

@@ -3,7 +3,7 @@ activations, TRL's log-prob head, the colocated vLLM), hours per regime, checkpo
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ewa.errors import UserError
 from ewa.plan import memory, speed, workload
@@ -12,13 +12,18 @@ from ewa.plan.model import BF16
 from ewa.plan.rule import (Inputs, RulePlan, attempts_note, check_heads, gb, memory_refusal, vllm_refusal,
                            weight_width)
 
+# What shrinks each term of a train job's memory, named when no single change found by train_fix makes the
+# job fit. None: no config change shrinks it (the model and the libraries set it): TRL's log-prob head is one
+# logit tile and the LM head's fp32 gradient whatever the micro-batch, and the ZeRO-3 gather and the CUDA
+# context do not depend on the config.
 TRAIN_ADVICE = {
-    "activations": "lower grpo.per_device_train_batch_size",
-    "log-prob head": "lower grpo.per_device_train_batch_size",
+    "activations": "lower grpo.per_device_train_batch_size or grpo.max_completion_length",
+    "log-prob head": None, "ZeRO-3 gather": None, "CUDA": None,
     "optimizer": "offload it (grpo.accelerate_config: zero3_offload) or add GPUs",
     "weights": "shard them (zero3/fsdp) or add GPUs", "gradients": "shard them (zero3/fsdp) or add GPUs",
     "reference": "shard it (zero3/fsdp) or set grpo.beta: 0",
-    "vLLM": "lower grpo.vllm_gpu_memory_utilization or set grpo.trl.vllm_enable_sleep_mode: true",
+    "vLLM": "raise grpo.vllm_tensor_parallel_size so that a smaller grpo.vllm_gpu_memory_utilization holds vLLM, "
+            "or set grpo.trl.vllm_enable_sleep_mode: true",
 }
 
 
@@ -81,25 +86,104 @@ def memory_terms(i: Inputs, step: Step) -> tuple[dict[str, float], float, float]
         terms["vLLM"] = step.vllm_share
     dynamic = terms["activations"] + terms["log-prob head"]
     static = sum(terms.values()) - dynamic - step.vllm_share
-    # asleep, vLLM's share and the trainer's activations take turns; awake, they add up
-    peak = static + (max(step.vllm_share, dynamic) if step.sleep else step.vllm_share + dynamic)
+    # asleep, vLLM's share and the trainer's activations take turns (but its CUDA graphs, in its overhead, stay
+    # allocated); awake, they add up
+    asleep = dynamic + min(step.vllm_share, memory.VLLM_OVERHEAD_GB * GB)
+    peak = static + (max(step.vllm_share, asleep) if step.sleep else step.vllm_share + dynamic)
     return terms, peak, states["host"]
+
+
+def vllm_max_len(i: Inputs) -> int:
+    return i.config["grpo"]["trl"].get("vllm_max_model_length") or i.arch.max_positions
+
+
+def smaller_micro_batches(step: Step) -> list[int]:
+    """Micro-batches below the step's that split its completions evenly over the processes, largest first."""
+    return [m for m in range(step.micro - 1, 0, -1) if step.completions % (m * step.processes) == 0]
+
+
+def levers(i: Inputs, step: Step) -> list[tuple[str, str, Step]]:
+    """Changes besides the micro-batch that lower a step's peak without changing what it computes, the
+    cheapest first: vLLM asleep while the trainer steps (a wake-up per step), the optimizer state in host
+    memory (CPU Adam every step, host RAM), and vLLM's share down to what it needs at its TP (a smaller KV
+    cache: slower generation). Each as (the advice, what it costs, the step it gives)."""
+    s, res, arch = i.config["grpo"], i.profile.of("train"), i.arch
+    found = []
+    if step.vllm_share and not step.sleep:
+        found.append(("set grpo.trl.vllm_enable_sleep_mode: true", "vLLM frees its share while the trainer steps",
+                      replace(step, sleep=True)))
+    if step.processes > 1 and not step.sharding.offload_optimizer:
+        offload = memory.read_sharding("zero3_offload")
+        host = memory.model_states(arch, offload, step.processes, s["bf16"], reference=s["beta"] > 0)["host"]
+        if not res.mem_gb or host <= res.mem_gb * GB:
+            found.append(("set grpo.accelerate_config: zero3_offload", f"{gb(host)} GB of host memory per node",
+                          replace(step, sharding=offload)))
+    if step.vllm_share:
+        least = memory.vllm_utilization_for(arch, step.tensor_parallel, vllm_max_len(i), res.gpu_mem_gb)
+        if least < s["vllm_gpu_memory_utilization"]:
+            found.append((f"lower grpo.vllm_gpu_memory_utilization from {s['vllm_gpu_memory_utilization']:g} to "
+                          f"{least:g}", f"what vLLM needs at TP {step.tensor_parallel}: less KV cache, slower generation",
+                          replace(step, vllm_share=least * res.gpu_mem_gb * GB)))
+    return found
+
+
+def train_fix(i: Inputs, step: Step, limit: float) -> str:
+    """The least costly change that brings the step's peak under `limit`, by recomputing the peak: a smaller
+    micro-batch alone, else each lever with the largest micro-batch that then fits; else what shrinks the
+    largest term that can shrink."""
+    def peak(candidate: Step) -> float:
+        return memory_terms(i, candidate)[1]
+
+    smaller = smaller_micro_batches(step)
+    lower = "lower grpo.per_device_train_batch_size from {} to {}".format
+    for m in smaller:
+        if (p := peak(replace(step, micro=m))) <= limit:
+            return f"fix: {lower(step.micro, m)} ({gb(p)} GB)"
+    for advice, cost, changed in levers(i, step):
+        for m in [step.micro, *smaller]:
+            if (p := peak(replace(changed, micro=m))) <= limit:
+                both = advice if m == step.micro else f"{advice} and {lower(step.micro, m)}"
+                alone = (f"; micro-batch {smaller[-1]} alone needs {gb(peak(replace(step, micro=smaller[-1])))} GB"
+                         if smaller else "")
+                return f"fix: {both} ({gb(p)} GB; {cost}){alone}"
+    terms = memory_terms(i, step)[0]
+    shrinkable = [k for k in sorted(terms, key=terms.get, reverse=True) if terms[k] and TRAIN_ADVICE.get(k)]
+    if not shrinkable:
+        return "no config change here fits: add GPUs or use GPUs with more memory"
+    return f"no one change here fits; {shrinkable[0]}: {TRAIN_ADVICE[shrinkable[0]]}"
+
+
+def vllm_train_knob(i: Inputs, step: Step, share: float) -> str:
+    """The change that gives the colocated vLLM room to start: a TP whose weight share fits, else more of the
+    GPU."""
+    arch, mem = i.arch, i.profile.of("train").gpu_mem_gb
+    for t in range(step.tensor_parallel + 1, step.processes + 1):
+        if step.processes % t == 0 and arch.heads % t == 0 and memory.vllm_needs(arch, t, vllm_max_len(i)) <= share:
+            return f"raise grpo.vllm_tensor_parallel_size from {step.tensor_parallel} to {t}"
+    least = memory.vllm_utilization_for(arch, step.tensor_parallel, vllm_max_len(i), mem)
+    return (f"raise grpo.vllm_gpu_memory_utilization to {least:g}" if least <= 1
+            else "no TP or share of these GPUs holds it: GPUs with more memory")
 
 
 def refusal(i: Inputs, step: Step, terms: dict, peak: float, host: float) -> str | None:
     """The first reason the step does not fit the profile's GPUs (or host memory), as one line."""
     res, arch = i.profile.of("train"), i.arch
-    if peak > res.gpu_mem_gb * GB:
-        return memory_refusal("train", gb(peak), res.gpu_mem_gb, {k: gb(v) for k, v in terms.items()}, TRAIN_ADVICE)
+    limit = i.limit("train")
+    if peak > limit:
+        largest = max(terms, key=terms.get)
+        label = f"{largest} {gb(terms[largest])} GB"
+        if largest == "vLLM":
+            need = memory.vllm_needs(arch, step.tensor_parallel, vllm_max_len(i))
+            label += f", of which vLLM needs {gb(need)} GB at TP {step.tensor_parallel}"
+        return memory_refusal("train", peak, i.max_memory_share, res.gpu_mem_gb, label, train_fix(i, step, limit))
     if res.mem_gb and host > res.mem_gb * GB:
         return (f"plan: rule train needs {gb(host)} GB of host memory for the offloaded optimizer, profile gives "
                 f"{res.mem_gb:g} GB (set-resources.train.mem_mb)")
     if step.vllm_share:
-        max_len = i.config["grpo"]["trl"].get("vllm_max_model_length") or arch.max_positions
-        need = memory.vllm_needs(arch, step.tensor_parallel, max_len)
+        need = memory.vllm_needs(arch, step.tensor_parallel, vllm_max_len(i))
         if need > step.vllm_share:
             return vllm_refusal("train", need, step.vllm_share, res.gpu_mem_gb,
-                                "raise grpo.vllm_tensor_parallel_size or grpo.vllm_gpu_memory_utilization")
+                                vllm_train_knob(i, step, step.vllm_share))
     return None
 
 
@@ -146,9 +230,10 @@ def train_plan(i: Inputs) -> RulePlan:
     terms, peak, host = memory_terms(i, step)
     plan.memory_gb = {k: gb(v) for k, v in terms.items() if v}
     if res.gpus:
-        plan.peak_gb = gb(peak)
+        plan.peak_gb, plan.limit_gb = gb(peak), gb(i.limit("train"))
         plan.details.append("per GPU: " + " + ".join(f"{k} {v}" for k, v in plan.memory_gb.items())
-                            + f" = {plan.peak_gb} GB" + (" (vLLM sleeps while training)" if step.sleep else ""))
+                            + f" = {plan.peak_gb} GB" + (" (vLLM sleeps while training)" if step.sleep else "")
+                            + f", of at most {plan.limit_gb} ({i.max_memory_share:g} x {res.gpu_mem_gb:g} GB)")
         if host:
             plan.details.append(f"host: {gb(host)} GB of offloaded optimizer state and gradients per node"
                                 + (f" (profile: {res.mem_gb:g} GB)" if res.mem_gb else ""))
