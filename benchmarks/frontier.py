@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 from ewa.analysis.ensemble import EnsembleSettings, matched_budget_table
 from ewa.analysis.frontier import frontier_table, load_grid, write_frontier
 from ewa.analysis.metrics import MetricsSettings, pass_at_k_or_nan
+from ewa.config import validate
 from ewa.verdicts import VERDICTS
 
 
@@ -66,6 +67,15 @@ def naive_pass_at_k(specs, ks) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def frontier_settings(ks, budget: int, reps: int) -> tuple[MetricsSettings, EnsembleSettings]:
+    """What `ewa frontier` builds from a config of the schema's defaults, with these k, budget and reps."""
+    config = validate({}, partial=True)
+    ev = config["evaluate"]
+    return (MetricsSettings(k=tuple(ks), bootstrap=reps, ci=ev["ci"], seed=config["seed"]),
+            EnsembleSettings(budgets=(budget,), windows=tuple(ev["windows"]), dev_fraction=ev["dev_fraction"],
+                             seed=config["seed"], bootstrap=reps, ci=ev["ci"]))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--problems", type=int, default=1000)
@@ -98,14 +108,14 @@ def main() -> None:
               f"+ math.comb {t_naive:.2f} s | ratio {t_naive / t_ours:.1f}x")
 
         t = time.perf_counter()
-        front = frontier_table(grid.counts, grid.alphas, MetricsSettings(k=ks, bootstrap=args.reps))
+        metrics, ensembles = frontier_settings(ks, args.samples, args.reps)
+        front = frontier_table(grid.counts, grid.alphas, metrics)
         t_front = time.perf_counter() - t
         print(f"frontier table: {front.shape[1]} columns x {len(front)} alphas, {args.reps} paired bootstrap "
               f"reps for every metric: {t_front:.2f} s")
 
         t = time.perf_counter()
-        ens = matched_budget_table(grid.n, grid.c, grid.alphas,
-                                   EnsembleSettings(budgets=(args.samples,), bootstrap=args.reps))
+        ens = matched_budget_table(grid.n, grid.c, grid.alphas, ensembles)
         t_ens = time.perf_counter() - t
         opt = ens[ens.kind == "optimized"].iloc[0]
         print(f"ensembles at B={args.samples}: {len(ens)} rows incl. allocation optimised on "
@@ -113,8 +123,7 @@ def main() -> None:
         print(f"total without plots: {t_ours + t_front + t_ens:.2f} s (baseline pass@k alone: {t_naive:.2f} s)")
 
         t = time.perf_counter()  # what `ewa frontier` does after reading: every table and figure, on disk
-        write_frontier(grid, Path(tmp) / "out", MetricsSettings(k=ks, bootstrap=args.reps),
-                       EnsembleSettings(budgets=(args.samples,), bootstrap=args.reps))
+        write_frontier(grid, Path(tmp) / "out", metrics, ensembles)
         print(f"write_frontier (all tables + 4 figures as PNG and SVG): {time.perf_counter() - t:.2f} s")
 
 

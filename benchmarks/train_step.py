@@ -65,12 +65,13 @@ def main() -> None:
             model = {"init": "tiny", **(SMOKE_MODEL if args.smoke else {})}
             model = section("model", {**model, "sft": {**model.get("sft", {}), "steps": args.sft_steps}})
             start = time.perf_counter()
-            build_init(model, problems, init, seed=0)
+            build_init(model, problems, init, seed=0, sandbox=section("sandbox"))
             print(f"built tiny init ({args.sft_steps} SFT steps) in {time.perf_counter() - start:.1f} s")
         settings = {**(SMOKE_STEP if args.smoke else STEP), "max_steps": args.steps, "save_steps": 1000}
         regime = next(r for r in REGIMES if r["name"] == args.regime)
         start = time.perf_counter()
-        record = train_regime(init, problems, regime, settings, tmp / "out", seed=0, calibration=args.calibration)
+        record = train_regime(init, problems, regime, section("grpo", settings), tmp / "out", seed=0,
+                              sandbox=section("sandbox"), calibration=args.calibration)
         wall = time.perf_counter() - start
         import pandas as pd
 

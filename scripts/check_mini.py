@@ -28,7 +28,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 
 from ewa.data.mini import FAMILIES, build
 from ewa.problems import Problem
-from ewa.data.tiers import regime_tests
+from ewa.tiers import regime_tests
 
 PYTHON = "/usr/bin/python3"
 LOW = {"name": "low", "fraction": 0.5}  # the default low-coverage regime

@@ -4,6 +4,9 @@
 - the synthetic alpha grid with hand-countable verdict mixes: DESIGN, write_design(), expected_rate(),
   alpha_specs(), write_approach_samples()
 - pico model settings for `ewa init` / build_tiny_model: PICO, PICO_ONE_HEAD, PICO_WIDE
+- a stage's settings as `ewa COMMAND --config` hands them over (validated, the schema's defaults filled):
+  tiny_settings(), sft_settings(), grpo_settings(), sample_settings(), metrics_settings(),
+  ensemble_settings()
 - what the environment offers: requires_bwrap, docker_engine(), docker_image_ready()
 
 The sandbox fixtures (`sandbox`, `sandbox_factory`) live in conftest.py.
@@ -122,9 +125,62 @@ def write_approach_samples(eval_paths: list[str]) -> list[str]:
     return paths
 
 
+# --- settings as the CLI hands them to a stage ------------------------------------------------------
+# The stages read validated sections and fill no default; the tests build theirs the one way the CLI
+# does, through ewa.config (the schema's defaults, `given` on top).
+
+def tiny_settings(given: dict | None = None) -> dict:
+    from ewa.config import section
+
+    return section("model", {"tiny": given or {}})["tiny"]
+
+
+def sft_settings(given: dict | None = None) -> dict:
+    from ewa.config import section
+
+    return section("model", {"sft": given or {}})["sft"]
+
+
+def grpo_settings(given: dict | None = None) -> dict:
+    from ewa.config import section
+
+    return section("grpo", given or {})
+
+
+def sample_settings(seed: int = 0, stream: str = "", **given):
+    """The SampleConfig `ewa sample` builds from a `sample` section of `given` keys."""
+    from ewa.config import section
+    from ewa.sample.config import SampleConfig
+
+    return SampleConfig.from_dict(section("sample", given), seed=seed, stream=stream)
+
+
+def metrics_settings(**given):
+    """The MetricsSettings `ewa frontier` builds from a default config, with `given` fields on top."""
+    from ewa.analysis.metrics import MetricsSettings
+    from ewa.config import validate
+
+    config = validate({}, partial=True)
+    ev = config["evaluate"]
+    return MetricsSettings(**{"k": tuple(ev["k"]), "bootstrap": ev["bootstrap"], "ci": ev["ci"],
+                              "seed": config["seed"], **given})
+
+
+def ensemble_settings(**given):
+    """The EnsembleSettings `ewa frontier` builds from a default config, with `given` fields on top."""
+    from ewa.analysis.ensemble import EnsembleSettings
+    from ewa.config import validate
+
+    config = validate({}, partial=True)
+    ev = config["evaluate"]
+    return EnsembleSettings(**{"budgets": (ev["budget"],), "windows": tuple(ev["windows"]),
+                               "dev_fraction": ev["dev_fraction"], "seed": config["seed"],
+                               "bootstrap": ev["bootstrap"], "ci": ev["ci"], **given})
+
+
 # --- pico models -----------------------------------------------------------------------------------
 
-# model.tiny settings (ewa.init.tiny.tiny_settings) small enough to build and SFT in seconds.
+# model.tiny settings (ewa.init.tiny.build_tiny_model) small enough to build and SFT in seconds.
 PICO = {"vocab_size": 600, "hidden_size": 32, "num_layers": 2, "num_heads": 2, "num_kv_heads": 1,
         "intermediate_size": 64, "max_position_embeddings": 512}
 # head_dim 32 (hidden 32, one head): the smallest vLLM's CPU attention supports.

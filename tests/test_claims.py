@@ -12,10 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import DESIGN, ROOT, alpha_specs, expected_rate, write_approach_samples, write_design
+from helpers import DESIGN, ROOT, alpha_specs, ensemble_settings, expected_rate, write_approach_samples, write_design
 
 from ewa.analysis.claims import measure, verdict
-from ewa.analysis.ensemble import EnsembleSettings, matched_budget_table
+from ewa.analysis.ensemble import matched_budget_table
 from ewa.analysis.frontier import AlphaGrid
 from ewa.cli import main
 from ewa.verdicts import VERDICTS
@@ -151,7 +151,7 @@ def test_a_flat_solve_rate_needs_its_whole_ci_within_the_band():
 def ensemble_claims(ac: np.ndarray, families) -> pd.DataFrame:
     """Claims 4a and 4b on alphas 0, 0.5, 1 with AC counts `ac` [P, 3] of 10 samples and no TLE."""
     grid = make_grid([0.0, 0.5, 1.0], ac, np.zeros_like(ac))
-    ensembles = matched_budget_table(grid.n, grid.c, grid.alphas, EnsembleSettings(budgets=(10,), bootstrap=400),
+    ensembles = matched_budget_table(grid.n, grid.c, grid.alphas, ensemble_settings(budgets=(10,), bootstrap=400),
                                      families)
     return measure(grid, ensembles, reps=400, seed=0).set_index("claim").loc[["ensemble_uniform", "ensemble_selected"]]
 

@@ -3,7 +3,7 @@ import subprocess
 import pytest
 import yaml
 
-from helpers import ROOT
+from helpers import ROOT, grpo_settings, sft_settings, tiny_settings
 
 from ewa.alphas import alpha_tag
 from ewa.config import ConfigError, load, section, validate
@@ -70,9 +70,6 @@ def test_snakemake_stops_on_a_bad_key_with_one_line(tmp_path):
 
 def test_schema_defaults_are_the_stage_defaults():
     """The schema documents each stage's knobs; the stage modules must agree with it."""
-    from ewa.init.sft import sft_settings
-    from ewa.init.tiny import tiny_settings
-    from ewa.train.grpo import grpo_settings
     config = validate({})
     assert config["model"]["tiny"] == tiny_settings() == section("model")["tiny"]
     assert config["model"]["sft"] == sft_settings() == section("model")["sft"]

@@ -15,7 +15,7 @@ from helpers import BIN
 
 from ewa.cli import main
 from ewa.data import load, stream
-from ewa.data.tiers import build_tiers, write_tiers
+from ewa.tiers import build_tiers, write_tiers
 from ewa.problems import iter_problems, read_problems
 
 EWA = str(BIN / "ewa")

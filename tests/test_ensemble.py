@@ -8,7 +8,9 @@ import itertools
 import numpy as np
 import pytest
 
-from ewa.analysis.ensemble import (EnsembleSettings, dev_test_split, ensemble_pass, matched_budget_table,
+from helpers import ensemble_settings
+
+from ewa.analysis.ensemble import (dev_test_split, ensemble_pass, matched_budget_table,
                                    optimize_allocation, uniform_allocation)
 from ewa.analysis.metrics import pass_at_k
 
@@ -180,7 +182,7 @@ def test_complementary_checkpoints_gain_at_matched_budget():
     n, c = complementary()
     alloc = optimize_allocation(n, c, 10)
     assert alloc[0] > 0 and alloc[2] > 0 and alloc[1] == 0
-    table = matched_budget_table(n, c, [-0.5, 0.5, 1.5], EnsembleSettings(budgets=(10,), bootstrap=300))
+    table = matched_budget_table(n, c, [-0.5, 0.5, 1.5], ensemble_settings(budgets=(10,), bootstrap=300))
     rows = table.set_index(["split", "ensemble"])
     best = rows.loc[("all", "best single (oracle) -0.50")]
     assert best.pass_at_budget == pytest.approx(0.5)
@@ -197,13 +199,13 @@ def test_complementary_checkpoints_gain_at_matched_budget():
 
 def test_table_marks_budgets_a_single_cannot_reach():
     n, c = complementary(P=12, m=6)
-    table = matched_budget_table(n, c, [0.0, 0.5, 1.0], EnsembleSettings(budgets=(6, 12), bootstrap=100))
+    table = matched_budget_table(n, c, [0.0, 0.5, 1.0], ensemble_settings(budgets=(6, 12), bootstrap=100))
     at12 = table[(table.budget == 12) & (table.split == "all")].set_index("ensemble")
     assert np.isnan(at12.loc["single +0.00", "pass_at_budget"])
     assert "not estimable" in at12.loc["single +0.00", "note"]
     assert at12.loc["uniform all", "allocation"] == "+0.00:4 +0.50:4 +1.00:4"
     assert not np.isnan(at12.loc["uniform all", "pass_at_budget"])
-    again = matched_budget_table(n, c, [0.0, 0.5, 1.0], EnsembleSettings(budgets=(6, 12), bootstrap=100))
+    again = matched_budget_table(n, c, [0.0, 0.5, 1.0], ensemble_settings(budgets=(6, 12), bootstrap=100))
     assert table.equals(again)
     assert list(table.columns) == ["budget", "split", "kind", "ensemble", "alphas", "allocation", "n_problems",
                                    "pass_at_budget", "pass_at_budget_lo", "pass_at_budget_hi",
@@ -233,7 +235,7 @@ def test_dev_and_test_are_split_by_family():
 def test_held_out_ensembles_are_fitted_on_other_families():
     n, c = complementary(P=12, m=6)
     families = np.repeat(["f0", "f1", "f2"], 4)  # three families of four siblings
-    table = matched_budget_table(n, c, [0.0, 0.5, 1.0], EnsembleSettings(budgets=(6,), bootstrap=0), families)
+    table = matched_budget_table(n, c, [0.0, 0.5, 1.0], ensemble_settings(budgets=(6,), bootstrap=0), families)
     assert set(table.loc[table.split == "test", "n_problems"]) <= {4, 8}  # whole families only
     with pytest.raises(ValueError, match="2 family labels for 12 problems"):
-        matched_budget_table(n, c, [0.0, 0.5, 1.0], EnsembleSettings(budgets=(6,), bootstrap=0), families[:2])
+        matched_budget_table(n, c, [0.0, 0.5, 1.0], ensemble_settings(budgets=(6,), bootstrap=0), families[:2])

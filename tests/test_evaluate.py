@@ -13,10 +13,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from helpers import SUM_OK, requires_bwrap
+from helpers import SUM_OK, requires_bwrap, sample_settings
 
 from ewa.cli import main as ewa_main
-from ewa.data.tiers import write_tiers
+from ewa.tiers import write_tiers
 from ewa.io import write_jsonl
 from ewa.problems import Problem, make_test, write_problems
 
@@ -103,7 +103,6 @@ def test_a_tools_sample_whose_only_program_is_a_tool_call_is_ce(inputs):
     from the completion and judge it AC."""
     from ewa.problems import read_problems
     from ewa.sample.backends import Completion
-    from ewa.sample.config import SampleConfig
     from ewa.sample.run import record
     from ewa.sample.settings import setting_class
     from ewa.sandbox import Sandbox
@@ -126,7 +125,7 @@ def test_a_tools_sample_whose_only_program_is_a_tool_call_is_ce(inputs):
     tokenizer = add_response_parser(train_tokenizer(["print(1)"] * 3, 300))  # Qwen2.5's template
 
     problem = next(p for p in read_problems(inputs / "problems.jsonl") if p.id == "sum")
-    cfg = SampleConfig.from_dict({"n": 1, "tools": {"max_tool_calls": 1}})
+    cfg = sample_settings(n=1, tools={"max_tool_calls": 1})
     with Sandbox(backend="bwrap", workers=1, time_factor=1.0) as sb:
         setting = setting_class("tools")(cfg, tokenizer, sb, workers=1)
         sample = setting.start(problem, 0)

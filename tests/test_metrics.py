@@ -10,9 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from helpers import metrics_settings
+
 from ewa.analysis.bootstrap import bootstrap_counts, weighted_means
 from ewa.analysis.frontier import frontier_table
-from ewa.analysis.metrics import MetricsSettings, miss_probability, pass_at_k, per_problem_stats, read_evals
+from ewa.analysis.metrics import miss_probability, pass_at_k, per_problem_stats, read_evals
 from ewa.cli import main
 from ewa.verdicts import VERDICTS
 
@@ -147,7 +149,7 @@ def test_rates_on_a_known_mix():
     counts = counts_of(["AC", "AC", "WA", "TLE"],      # solved
                        ["TLE", "TLE", "MLE", "WA"],    # unsolved: 3/4 optimization failures
                        ["RE", "CE", "WA", "WA"])       # unsolved: all correctness failures
-    table = frontier_table(counts[:, None, :], np.array([0.0]), MetricsSettings(k=(1, 4), bootstrap=0))
+    table = frontier_table(counts[:, None, :], np.array([0.0]), metrics_settings(k=(1, 4), bootstrap=0))
     got = table.iloc[0]
     assert got["ac_rate"] == pytest.approx(2 / 12) and got["pass@1"] == pytest.approx(2 / 12)
     assert got["pass@4"] == pytest.approx(1 / 3) and got["solved_rate"] == pytest.approx(1 / 3)

@@ -15,7 +15,7 @@ from ewa.data import load as load_benchmark
 from ewa.data.mini import FAMILIES, build, corpus_texts, instances, run_source
 from ewa.data.mini.family import param_line, param_reader
 from ewa.data.mini.loader import load
-from ewa.data.tiers import build_tiers, regime_tests
+from ewa.tiers import build_tiers, regime_tests
 from ewa.problems import Problem, read_problems, write_problems
 
 PYTHON = "/usr/bin/python3"

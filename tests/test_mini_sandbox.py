@@ -4,7 +4,7 @@ are caught."""
 import pytest
 
 from ewa.data import load
-from ewa.data.tiers import regime_tests
+from ewa.tiers import regime_tests
 from ewa.problems import size_order
 from ewa.verdicts import AC, OPTIMIZATION_FAILURES
 

@@ -21,7 +21,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM
 
-from helpers import PICO, REGIMES
+from helpers import PICO, REGIMES, sample_settings
 
 from ewa.checkpoint import CheckpointError, check_loadable, check_loaded
 from ewa.cli import main
@@ -126,10 +126,9 @@ def test_transformers_fills_a_missing_tensor_at_random_and_the_loaded_check_sees
 def test_hf_backend_refuses_a_model_that_would_not_load_whole(pico, tmp_path, breakage):
     from ewa.chat import load_tokenizer
     from ewa.sample.backends.hf import HFBackend
-    from ewa.sample.config import SampleConfig
 
     model = broken(pico, tmp_path, breakage)
-    settings = SampleConfig.from_dict({"n": 1, "max_new_tokens": 4, "batch_size": 2, "backend": "hf"})
+    settings = sample_settings(n=1, max_new_tokens=4, batch_size=2, backend="hf")
     with pytest.raises(CheckpointError, match=f"^--model: {re.escape(str(model))}{BREAKAGES[breakage][1]}"):
         HFBackend(str(model), load_tokenizer(pico), settings)
 

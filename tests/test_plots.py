@@ -7,10 +7,11 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
+from helpers import ensemble_settings, metrics_settings
+
 from ewa.analysis import plots
-from ewa.analysis.ensemble import EnsembleSettings, matched_budget_table
+from ewa.analysis.ensemble import matched_budget_table
 from ewa.analysis.frontier import AlphaGrid, frontier_table, overlaps, pass_at_k_curves
-from ewa.analysis.metrics import MetricsSettings
 
 ALPHAS = np.array([-1.0, -0.5, 0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0])
 
@@ -46,8 +47,8 @@ def render_all(grid, front, ens, out):
 def rendered(tmp_path_factory):
     """Tables of a synthetic grid and the figures rendered from them once for the module."""
     grid = synthetic_grid()
-    front = frontier_table(grid.counts, grid.alphas, MetricsSettings(k=(1, 8), bootstrap=200))
-    ens = matched_budget_table(grid.n, grid.c, grid.alphas, EnsembleSettings(budgets=(16,), bootstrap=200))
+    front = frontier_table(grid.counts, grid.alphas, metrics_settings(k=(1, 8), bootstrap=200))
+    ens = matched_budget_table(grid.n, grid.c, grid.alphas, ensemble_settings(budgets=(16,), bootstrap=200))
     out = tmp_path_factory.mktemp("figures")
     return (grid, front, ens), out, render_all(grid, front, ens, out)
 
@@ -81,8 +82,8 @@ def test_figures_are_byte_reproducible(rendered, tmp_path):
 
 def test_figures_render_without_confidence_intervals(tmp_path):
     grid = synthetic_grid(P=12, n=4, seed=1)
-    front = frontier_table(grid.counts, grid.alphas, MetricsSettings(k=(1,), bootstrap=0))
-    ens = matched_budget_table(grid.n, grid.c, grid.alphas, EnsembleSettings(bootstrap=0))
+    front = frontier_table(grid.counts, grid.alphas, metrics_settings(k=(1,), bootstrap=0))
+    ens = matched_budget_table(grid.n, grid.c, grid.alphas, ensemble_settings(budgets=None, bootstrap=0))
     assert front["ac_rate_lo"].isna().all()
     for path in render_all(grid, front, ens, tmp_path):
         assert path.stat().st_size > 10_000

@@ -1,7 +1,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ewa.data.tiers import build_tiers, regime_tests, tier_of_tests
+from ewa.tiers import build_tiers, regime_tests, tier_of_tests
 from ewa.problems import Problem, Test, size_order
 
 
@@ -52,7 +52,7 @@ def test_ties_keep_file_order_and_full_fraction_takes_all():
 def test_a_tier_selecting_nothing_is_an_error_naming_regime_and_problem():
     import pytest
 
-    from ewa.data.tiers import TierError
+    from ewa.tiers import TierError
     with pytest.raises(TierError, match="regime 'tiny' selects no tests of problem 'p'"):
         regime_tests(problem_with_sizes([10, 20]), {"name": "tiny", "max_size": 5})
 

@@ -15,11 +15,11 @@ import pytest
 from accelerate.commands.config.config_args import load_config_from_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from helpers import PICO_WIDE, REGIMES
+from helpers import PICO_WIDE, REGIMES, grpo_settings
 
 from ewa.cli import main
 from ewa.problems import Problem, make_test, write_problems
-from ewa.train.grpo import batch_shape, grpo_config, grpo_settings
+from ewa.train.grpo import batch_shape, grpo_config
 from ewa.train.launch import accelerate_config_path, launch_command
 from ewa.train.reward import CoverageReward
 

@@ -27,6 +27,7 @@ INDEX_FILE = "model.safetensors.index.json"
 SAMPLE_HEAD, SAMPLE_BLOCKS, SAMPLE_BLOCK = 1 << 20, 32, 64 << 10
 MODEL_WEIGHT_FILES = (WEIGHTS_FILE, INDEX_FILE, "pytorch_model.bin", "pytorch_model.bin.index.json")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
+MERGE_RECORD_FILE = "ewa_merge.json"  # what a merged model directory records about its making
 
 
 class CheckpointError(UserError):
@@ -46,6 +47,13 @@ def read_config(path: str | os.PathLike, what: str | None = None) -> dict:
     if not isinstance(config, dict) or "model_type" not in config:
         raise CheckpointError(f"{where} has no 'model_type'")
     return config
+
+
+def merge_record(model_dir: str | os.PathLike) -> dict | None:
+    """The merge record of a merged model directory (None for any other model). Sampling copies it into
+    its provenance: with merge.temp the directory itself is deleted once its alpha is sampled."""
+    path = Path(model_dir) / MERGE_RECORD_FILE
+    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def model_config(path: str | os.PathLike, what: str | None = None):

@@ -1,6 +1,7 @@
 """The experiment config: validated against config.schema.yaml (shipped inside the package), which is
 the only place a default is written. Every stage gets its validated slice of the config the same way:
-`ewa COMMAND --config JSON_OR_FILE`, read here by `from_arg`.
+`ewa COMMAND --config JSON_OR_FILE`, read here by `from_arg` in ewa.cli and nowhere below it: the stages
+take the validated sections as they are.
 
 A wrong key or value stops the run with one line naming the key and what was expected.
 
@@ -20,7 +21,7 @@ import jsonschema
 import yaml
 
 from ewa.alphas import alpha_tag
-from ewa.data.tiers import TierError, check_regimes
+from ewa.tiers import TierError, check_regimes
 from ewa.errors import ConfigError
 
 SCHEMA_FILE = "config.schema.yaml"
@@ -43,14 +44,6 @@ def _with_defaults(validator_class):
 @functools.lru_cache(maxsize=None)
 def _packaged_schema() -> dict:
     return yaml.safe_load(resources.files("ewa").joinpath(SCHEMA_FILE).read_text())
-
-
-def load_schema(path: str | Path | None = None) -> dict:
-    """The config schema: the packaged one, or another file."""
-    if path is None:
-        return copy.deepcopy(_packaged_schema())
-    with open(path) as f:
-        return yaml.safe_load(f)
 
 
 def _key(path) -> str:
@@ -113,11 +106,17 @@ def section(name: str, value: dict | None = None) -> dict:
 
 
 def _check_consistency(config: dict, partial: bool = False) -> None:
-    """Cross-key rules a JSON schema cannot say; of a slice (partial), only the regimes' own."""
+    """Cross-key rules a JSON schema cannot say; of a slice (partial), only those within one section
+    (the regimes, model.tiny)."""
     try:
         check_regimes(config["regimes"])
     except TierError as e:
         raise ConfigError(f"config: key {e}") from None
+    tiny = config["model"]["tiny"]
+    if config["model"]["init"] == "tiny" and (tiny["hidden_size"] % tiny["num_heads"]
+                                              or tiny["num_heads"] % tiny["num_kv_heads"]):
+        raise ConfigError("config: key 'model.tiny': hidden_size must divide by num_heads and num_heads "
+                          "by num_kv_heads")
     if partial:
         return
     names = [r["name"] for r in config["regimes"]]

@@ -29,12 +29,13 @@ from ewa.analysis.metrics import miss_probability
 
 @dataclass(frozen=True)
 class EnsembleSettings:
-    budgets: tuple[int, ...] | None = None  # samples per problem; None = the smallest sample count n
-    windows: tuple[int, ...] = (2, 3)  # widths of contiguous alpha windows mixed uniformly
-    dev_fraction: float = 0.5  # share of families the allocation (and the best single) is chosen on
-    seed: int = 0  # dev/test split and bootstrap
-    bootstrap: int = 1000
-    ci: float = 0.95
+    """The ensembles' knobs; `ewa frontier` fills them from the config's `evaluate` section and `seed`."""
+    budgets: tuple[int, ...] | None  # samples per problem; None = the smallest sample count n
+    windows: tuple[int, ...]  # widths of contiguous alpha windows mixed uniformly
+    dev_fraction: float  # share of families the allocation (and the best single) is chosen on
+    seed: int  # dev/test split and bootstrap
+    bootstrap: int  # resamples of problems for the CIs; 0 disables them
+    ci: float  # percentile interval coverage
 
     def __post_init__(self):
         if self.budgets is not None and any(b < 1 for b in self.budgets):
@@ -255,7 +256,7 @@ def dev_test_split(families, dev_fraction: float, seed: int) -> tuple[np.ndarray
     return np.flatnonzero(in_dev), np.flatnonzero(~in_dev)
 
 
-def matched_budget_table(n: np.ndarray, c: np.ndarray, alphas, settings: EnsembleSettings = EnsembleSettings(),
+def matched_budget_table(n: np.ndarray, c: np.ndarray, alphas, settings: EnsembleSettings,
                          families=None) -> pd.DataFrame:
     """Every single checkpoint and mixture at each budget: one row per (budget, split, ensemble).
 

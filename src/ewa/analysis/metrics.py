@@ -25,10 +25,11 @@ AC_COL = VERDICTS.index(AC)
 
 @dataclass(frozen=True)
 class MetricsSettings:
-    k: tuple[int, ...] = (1, 10)  # pass@k reported for each k (NaN where k exceeds the samples)
-    bootstrap: int = 1000  # resamples of problems for the CIs; 0 disables them
-    ci: float = 0.95  # percentile interval coverage
-    seed: int = 0  # seeds the bootstrap resampling
+    """The frontier's knobs; `ewa frontier` fills them from the config's `evaluate` section and `seed`."""
+    k: tuple[int, ...]  # pass@k reported for each k (NaN where k exceeds the samples)
+    bootstrap: int  # resamples of problems for the CIs; 0 disables them
+    ci: float  # percentile interval coverage
+    seed: int  # seeds the bootstrap resampling
 
     def __post_init__(self):
         if not self.k or any(int(k) != k or k < 1 for k in self.k):

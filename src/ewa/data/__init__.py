@@ -57,8 +57,8 @@ def stream(fmt: str, input: str | None = None, *, split: str = "all", difficulty
     Nothing is read before the first problem is asked for, and memory stays flat in the number of problems.
 
     `verify_solutions` (formats with VERIFIABLE only; others have no solutions to run and ignore it):
-    `sandbox` opens the Sandbox to run them in (default: the config schema's sandbox section); `limit`
-    then counts verified problems. Problems past the limit are still read, to count them."""
+    `sandbox` opens the Sandbox to run them in (the caller builds it from the config); `limit` then
+    counts verified problems. Problems past the limit are still read, to count them."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r} (expected one of: {', '.join(FORMATS)})")
     module = importlib.import_module(FORMATS[fmt])
@@ -66,9 +66,10 @@ def stream(fmt: str, input: str | None = None, *, split: str = "all", difficulty
     report = LoadReport()
     problems = _selected(items, report, skip_invalid, difficulty, date_from, date_to)
     if verify_solutions and getattr(module, "VERIFIABLE", False):
+        if sandbox is None:
+            raise ValueError(f"{fmt}: verify_solutions needs a sandbox to run the solutions in")
         report.verification = {}
-        problems = verified(problems, sandbox or _default_sandbox, report.verification, report.dropped, limit,
-                            progress)
+        problems = verified(problems, sandbox, report.verification, report.dropped, limit, progress)
     return _limited(problems, report, limit), report
 
 
@@ -126,10 +127,3 @@ def input_error(spec: dict) -> str | None:
         return "format mini takes no input (its problems are generated from code)"
     why = unreadable_input(path)
     return f"{path}: {why}" if why else None
-
-
-def _default_sandbox():
-    from ewa.config import section
-    from ewa.sandbox import sandbox_from_config
-
-    return sandbox_from_config(section("sandbox"))

@@ -109,7 +109,7 @@ def add_tiers_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def tiers(args: argparse.Namespace, config: dict) -> int:
-    from ewa.data.tiers import write_tiers
+    from ewa.tiers import write_tiers
 
     write_tiers(iter_problems(args.problems), config["regimes"], args.out)  # one problem in memory at a time
     return 0

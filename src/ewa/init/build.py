@@ -42,25 +42,24 @@ def tokenizer_corpus(problems: list[Problem], examples: list[dict]) -> list[str]
     return [t for t in texts if t]
 
 
-def warm_start_examples(problems: list[Problem], sft: dict, sandbox: dict | None) -> list[dict]:
+def warm_start_examples(problems: list[Problem], sft: dict, sandbox: dict) -> list[dict]:
     """The SFT rows of every setting; tools and agentic traces run their candidates in the sandbox."""
-    from ewa.config import section
     from ewa.init.traces import sft_examples
     from ewa.sandbox import sandbox_from_config
 
     if not (sft["mix"]["tools"] or sft["mix"]["agentic"]):
         return sft_examples(problems, sft["mix"])
     # Factor 1: the traces run public tests only, whose verdicts no result depends on.
-    with sandbox_from_config(section("sandbox", sandbox), time_factor=1.0) as runner:
+    with sandbox_from_config(sandbox, time_factor=1.0) as runner:
         return sft_examples(problems, sft["mix"], runner)
 
 
-def build_tiny(model: dict, problems: list[Problem], out: Path, seed: int, sandbox: dict | None) -> dict:
+def build_tiny(model: dict, problems: list[Problem], out: Path, seed: int, sandbox: dict) -> dict:
     from ewa.chat import add_response_parser
     from ewa.init.sft import run_sft
-    from ewa.init.tiny import build_tiny_model, count_parameters, tiny_settings, train_tokenizer
+    from ewa.init.tiny import build_tiny_model, count_parameters, train_tokenizer
 
-    tiny, sft = tiny_settings(model["tiny"]), model["sft"]
+    tiny, sft = model["tiny"], model["sft"]
     examples = warm_start_examples(problems, sft, sandbox) if sft["steps"] > 0 else []
     tokenizer = train_tokenizer(tokenizer_corpus(problems, examples), tiny["vocab_size"])
     tokenizer.model_max_length = tiny["max_position_embeddings"]
@@ -85,7 +84,7 @@ def link_or_copy(src: Path, dst: Path) -> None:
     shutil.copytree(src, dst, copy_function=link, dirs_exist_ok=True)
 
 
-def adopt_hf(path: Path, model: dict, problems: list[Problem], out: Path, seed: int, sandbox: dict | None) -> dict:
+def adopt_hf(path: Path, model: dict, problems: list[Problem], out: Path, seed: int, sandbox: dict) -> dict:
     sft = model["sft"]
     if not sft["steps"]:
         link_or_copy(path, out)
@@ -103,16 +102,13 @@ def adopt_hf(path: Path, model: dict, problems: list[Problem], out: Path, seed: 
     return {"source": str(path.resolve()), "sft": sft, "sft_result": result}
 
 
-def build_init(model: dict, problems_path: str | os.PathLike, out: str | os.PathLike, seed: int = 0,
-               sandbox: dict | None = None) -> dict:
+def build_init(model: dict, problems_path: str | os.PathLike, out: str | os.PathLike, seed: int,
+               sandbox: dict) -> dict:
     """Write the shared init (the validated `model` section) to `out` atomically; returns its provenance.
-    `sandbox` (the config's section) runs the tools and agentic SFT traces' programs."""
+    `sandbox` (the config's validated section) runs the tools and agentic SFT traces' programs."""
     init = model["init"]
     source = None if init == "tiny" else check_model_dir(init)  # bad input fails before any work
-    if source is None:
-        from ewa.init.tiny import tiny_settings
-        tiny_settings(model["tiny"])
-    else:
+    if source is not None:
         check_loadable(source, "--init")  # linked or fine-tuned, it must load whole
     problems = read_problems(problems_path)
     with exclusive_output(out, what="ewa init"), atomic_path(out) as tmp:

@@ -22,7 +22,7 @@ def init(args: argparse.Namespace, config: dict) -> int:
     model = {**config["model"], "init": args.init or config["model"]["init"]}
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     set_threads(args.threads)
-    record = build_init(model, args.problems, args.out, seed=config["seed"], sandbox=config.get("sandbox"))
+    record = build_init(model, args.problems, args.out, seed=config["seed"], sandbox=config["sandbox"])
     print(json.dumps({k: record[k] for k in ("init", "seed", "n_problems") if k in record}))
     return 0
 

@@ -8,36 +8,31 @@ import torch
 from datasets import Dataset
 from trl import SFTConfig, SFTTrainer
 
-from ewa.config import section
 from ewa.runtime import checkpointing_arg
-
-def sft_settings(settings: dict | None = None) -> dict:
-    """`model.sft` validated, with the schema's defaults."""
-    return section("model", {"sft": settings or {}})["sft"]
 
 
 def run_sft(model, tokenizer, examples: list[dict], settings: dict, seed: int) -> dict:
-    """Train `model` in place; returns a summary (steps, first/last loss) for the provenance record."""
-    s = sft_settings(settings)
+    """Train `model` in place on the validated `model.sft` section; returns a summary (steps, first/last
+    loss) for the provenance record."""
     if not examples:
         raise ValueError("model.sft: the train problems ship no reference solutions (meta.solutions) to warm-start on")
     dataset = Dataset.from_list([{k: e[k] for k in ("prompt", "completion", "tools")} for e in examples])
     with tempfile.TemporaryDirectory(prefix="ewa-sft-") as work:
         config = SFTConfig(
             output_dir=work,
-            max_steps=int(s["steps"]),
-            per_device_train_batch_size=int(s["batch_size"]),
-            learning_rate=float(s["learning_rate"]),
+            max_steps=int(settings["steps"]),
+            per_device_train_batch_size=int(settings["batch_size"]),
+            learning_rate=float(settings["learning_rate"]),
             lr_scheduler_type="cosine",
-            warmup_steps=int(s["warmup_ratio"] * s["steps"]),
-            weight_decay=float(s["weight_decay"]),
-            max_length=int(s["max_length"]),
+            warmup_steps=int(settings["warmup_ratio"] * settings["steps"]),
+            weight_decay=float(settings["weight_decay"]),
+            max_length=int(settings["max_length"]),
             completion_only_loss=True,
             assistant_only_loss=True,  # within a completion, not the tool outputs between assistant turns
             # Batches of similar length: tool-use rows are 3x as long as reasoning rows, and padding a
             # batch to its longest row tripled the step time.
             train_sampling_strategy="group_by_length",
-            logging_steps=int(s["logging_steps"]),
+            logging_steps=int(settings["logging_steps"]),
             save_strategy="no",
             report_to="none",
             seed=seed,

@@ -16,9 +16,6 @@ from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen2Tokenizer
 from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
 from trl.chat_template_utils import qwen2_5_chat_template
 
-from ewa.config import section
-from ewa.errors import ConfigError
-
 ENDOFTEXT, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
 SPECIAL_TOKENS = (ENDOFTEXT, IM_START, IM_END)  # ids 0, 1, 2
 # Qwen2.5 adds its tool-call tags as ordinary (not special) tokens, so decoding keeps them.
@@ -103,25 +100,17 @@ def chat_format_tokens() -> list[str]:
     return [*systems, tools_block, IO_INSTRUCTIONS["stdin"], head, middle, tail, *escapes]
 
 
-def tiny_settings(settings: dict | None = None) -> dict:
-    """`model.tiny` validated, with the schema's defaults (~1.8M parameters)."""
-    s = section("model", {"tiny": settings or {}})["tiny"]
-    if s["hidden_size"] % s["num_heads"] or s["num_heads"] % s["num_kv_heads"]:
-        raise ConfigError("config: key 'model.tiny': hidden_size must divide by num_heads and num_heads by num_kv_heads")
-    return s
-
-
 def build_tiny_model(tokenizer: Qwen2Tokenizer, settings: dict, seed: int) -> Qwen2ForCausalLM:
-    """A randomly initialised tiny Qwen2 whose vocabulary is exactly the tokenizer's."""
-    s = tiny_settings(settings)
+    """A randomly initialised tiny Qwen2 whose vocabulary is exactly the tokenizer's; `settings`: the
+    validated `model.tiny` section."""
     config = Qwen2Config(
         vocab_size=len(tokenizer),
-        hidden_size=s["hidden_size"],
-        intermediate_size=s["intermediate_size"],
-        num_hidden_layers=s["num_layers"],
-        num_attention_heads=s["num_heads"],
-        num_key_value_heads=s["num_kv_heads"],
-        max_position_embeddings=s["max_position_embeddings"],
+        hidden_size=settings["hidden_size"],
+        intermediate_size=settings["intermediate_size"],
+        num_hidden_layers=settings["num_layers"],
+        num_attention_heads=settings["num_heads"],
+        num_key_value_heads=settings["num_kv_heads"],
+        max_position_embeddings=settings["max_position_embeddings"],
         tie_word_embeddings=True,
         bos_token_id=tokenizer.convert_tokens_to_ids(ENDOFTEXT),
         eos_token_id=tokenizer.convert_tokens_to_ids(IM_END),

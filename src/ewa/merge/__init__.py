@@ -6,7 +6,6 @@ command in ewa.merge.cli.
 """
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Sequence
@@ -15,7 +14,6 @@ from ewa.errors import UserError
 
 DEFAULT_MAX_SHARD_SIZE = "2GB"
 HASH_MODES = ("sampled", "full")
-RECORD_FILE = "ewa_merge.json"  # what a merged model directory records about its making
 
 
 class MergeError(UserError):
@@ -66,10 +64,3 @@ def merge_linear(a_dir, b_dir, alphas: Sequence[float], out_dirs: Sequence, devi
                for a in alphas]
     return merge(a_dir, [b_dir], [[a] for a in alphas], out_dirs, ["A", "B"], records, device=device,
                  max_shard_bytes=max_shard_bytes, hash_mode=hash_mode, progress=progress)
-
-
-def merge_record(model_dir: str | Path) -> dict | None:
-    """The merge record of a merged model directory (None for any other model). Sampling copies it into
-    its provenance: with merge.temp the directory itself is deleted once its alpha is sampled."""
-    path = Path(model_dir) / RECORD_FILE
-    return json.loads(path.read_text()) if path.is_file() else None

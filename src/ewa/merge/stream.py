@@ -15,9 +15,10 @@ import torch
 from tqdm import tqdm
 
 from ewa.io import atomic_path, exclusive_output, provenance
-from ewa.merge import HASH_MODES, RECORD_FILE, MergeError, parse_size
-from ewa.checkpoint import (CONFIG_FILE, Checkpoint, CheckpointError, ShardReader, check_compatible, check_tensors,
-                            expected_tensors, fingerprint, model_config, read_checkpoint, read_config)
+from ewa.merge import HASH_MODES, MergeError, parse_size
+from ewa.checkpoint import (CONFIG_FILE, MERGE_RECORD_FILE, Checkpoint, CheckpointError, ShardReader,
+                            check_compatible, check_tensors, expected_tensors, fingerprint, model_config,
+                            read_checkpoint, read_config)
 from ewa.merge.writer import BlockWriter, ModelWriter, as_bytes, plan_layout
 
 # (block bytes, buffers) of the write ring: on CPU a block stays in cache from blend to write(); on a GPU
@@ -26,7 +27,7 @@ CPU_BLOCKS, GPU_BLOCKS = (1 << 20, 32), (64 << 20, 4)
 # Weights, training state and records belong to the source checkpoint, not to the merged model; so does
 # its card. (ewa_train.json/ewa_init.json would otherwise claim the merge was trained.)
 NOT_COPIED = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".gguf", ".safetensors.index.json",
-              RECORD_FILE, "trainer_state.json", "README.md", "ewa_train.json", "ewa_init.json", "metrics.csv")
+              MERGE_RECORD_FILE, "trainer_state.json", "README.md", "ewa_train.json", "ewa_init.json", "metrics.csv")
 # Config keys that do not change what the weights compute, so inputs may differ in them: provenance, the
 # storage dtype (each tensor's dtype is compared from the headers), what a forward call returns or caches,
 # and the scale of a random init (a merged model has every tensor). Every other key must agree.
@@ -260,5 +261,5 @@ def merge(base_dir, endpoint_dirs, coefficient_sets, out_dirs, roles: list[str],
             copy_non_weights(base.path, tmp, model_config_json)
             exact = exact_source(coefficients)
             record = {**record, "exact_copy_of": None if exact is None else roles[exact], "inputs": hashes}
-            (tmp / RECORD_FILE).write_text(json.dumps(provenance(config, **record), indent=2) + "\n")
+            (tmp / MERGE_RECORD_FILE).write_text(json.dumps(provenance(config, **record), indent=2) + "\n")
     return out_dirs

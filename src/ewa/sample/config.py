@@ -1,5 +1,5 @@
 """The config's `sample` section as a typed object. Its values, defaults included, come from the schema
-(`from_dict` validates); this module only gives them names and types."""
+through the validated section the CLI hands over; this module only gives them names and types."""
 from __future__ import annotations
 
 import dataclasses
@@ -33,23 +33,19 @@ class SampleConfig:
     tools: ToolsConfig
     agentic: AgenticConfig
     common_random_numbers: bool  # every model draws the same random streams (paired comparisons)
-    seed: int = 0  # the run's seed; each sample's seed derives from it, the stream, the problem and the index
-    stream: str = ""  # which model's draws these are (e.g. alpha+0.50); unused with common random numbers
+    seed: int  # the run's seed; each sample's seed derives from it, the stream, the problem and the index
+    stream: str  # which model's draws these are (e.g. alpha+0.50); unused with common random numbers
 
     @classmethod
-    def from_dict(cls, d: dict | None, seed: int = 0, stream: str = "") -> "SampleConfig":
-        """Validate the config's `sample` section (errors name the key) and fill the schema's defaults.
-
-        `stream` names the model sampled, so that different models draw independent samples."""
-        from ewa.config import section
-
-        s = section("sample", {k: v for k, v in (d or {}).items() if k != "seed"})
-        s.pop("settings")  # the list of settings to run belongs to the workflow, not one run
-        s["temperature"], s["top_p"] = float(s["temperature"]), float(s["top_p"])
-        tools = {**s["tools"], "time_limit_s": float(s["tools"]["time_limit_s"])}
-        return cls(**{**s, "tools": ToolsConfig(**tools), "agentic": AgenticConfig(**s["agentic"]),
-                      "seed": int((d or {}).get("seed", seed)),
-                      "stream": "" if s["common_random_numbers"] else stream})
+    def from_dict(cls, sample: dict, seed: int, stream: str) -> "SampleConfig":
+        """The validated `sample` section as typed settings. Its list of `settings` is the workflow's, not
+        one run's, and is not read. `stream` names the model sampled, so that different models draw
+        independent samples."""
+        typed = {"temperature": float(sample["temperature"]), "top_p": float(sample["top_p"]),
+                 "tools": ToolsConfig(sample["tools"]["max_tool_calls"], float(sample["tools"]["time_limit_s"])),
+                 "agentic": AgenticConfig(**sample["agentic"]), "seed": int(seed),
+                 "stream": "" if sample["common_random_numbers"] else stream}
+        return cls(**{f.name: typed[f.name] if f.name in typed else sample[f.name] for f in dataclasses.fields(cls)})
 
     def params(self, setting: str) -> dict:
         """What a record stores to be regenerated: everything that shapes this setting's samples."""

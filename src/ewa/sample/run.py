@@ -13,10 +13,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from ewa.checkpoint import MODEL_WEIGHT_FILES, check_loadable, fingerprint, read_checkpoint
+from ewa.checkpoint import MODEL_WEIGHT_FILES, check_loadable, fingerprint, merge_record, read_checkpoint
 from ewa.errors import UserError
 from ewa.io import exclusive_output, provenance, sha256_file, write_json, write_jsonl
-from ewa.merge import merge_record
 from ewa.problems import Problem
 from ewa.sample.backends import make_backend, resolve_backend
 from ewa.chat import load_tokenizer
@@ -84,7 +83,7 @@ def sample_file(problems: list[Problem], setting_name: str, config: SampleConfig
                 workers: int = 2, progress: bool = True) -> Path:
     """Write `out` (JSONL, one record per sample, problems in input order) and its provenance sidecar.
 
-    `sandbox`: the config's sandbox section, for the settings that run code; `calibration`: its
+    `sandbox`: the config's validated sandbox section, for the settings that run code; `calibration`: its
     calibration.json.
     """
     setting_cls = setting_class(setting_name)
@@ -130,11 +129,9 @@ def sample_into(done: dict, problems, setting_cls, config, model_dir, tokenizer,
         if todo:
             runner = None  # the sandbox tool calls and feedback run in
             if setting_cls.uses_sandbox:
-                from ewa.config import section
                 from ewa.sandbox import sandbox_from_config
 
-                runner = stack.enter_context(sandbox_from_config(
-                    section("sandbox", sandbox), calibration=calibration, workers=workers))
+                runner = stack.enter_context(sandbox_from_config(sandbox, calibration=calibration, workers=workers))
                 sandbox_info = runner.info()
                 from ewa.sandbox.semantics import provenance as judge_provenance
                 sandbox_info["judge"] = judge_provenance(p.judge for p in problems)

@@ -11,13 +11,12 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from ewa.checkpoint import check_loadable, check_loaded, check_model_dir
-from ewa.config import section
 from ewa.errors import UserError
 from ewa.io import atomic_path, exclusive_output, provenance, sha256_file, write_json
 from ewa.problems import Problem, read_problems
 from ewa.runtime import checkpointing_arg
+from ewa.tiers import TierError, regime_tests
 from ewa.verdicts import VERDICTS
-from ewa.data.tiers import TierError, regime_tests
 
 log = logging.getLogger(__name__)
 
@@ -31,11 +30,6 @@ METRICS = {  # metrics.csv column <- trainer log key
     "programs_run": "programs_run",
 }
 VERDICT_COLUMNS = (*VERDICTS, "no_code")
-
-
-def grpo_settings(settings: dict | None = None) -> dict:
-    """`grpo` validated, with the schema's defaults."""
-    return section("grpo", settings or {})
 
 
 def batch_shape(s: dict, world_size: int) -> tuple[int, int]:
@@ -180,11 +174,10 @@ def metrics_frame(log_history: list[dict]):
 
 
 def train_regime(init: str | os.PathLike, problems_path: str | os.PathLike, regime: dict, settings: dict,
-                 out: str | os.PathLike, seed: int = 0, sandbox: dict | None = None,
-                 calibration: str | None = None) -> dict:
+                 out: str | os.PathLike, seed: int, sandbox: dict, calibration: str | None = None) -> dict:
     """GRPO-train one regime from `init`; writes the HF model, metrics.csv and ewa_train.json to `out`.
-    `settings` and `sandbox` are the config's sections (validated here, defaults filled)."""
-    s = grpo_settings(settings)
+    `settings` and `sandbox` are the config's validated `grpo` and `sandbox` sections."""
+    s = settings
     init = check_init(init)
     problems = read_problems(problems_path)
     check_problems(problems, regime, problems_path)
@@ -213,7 +206,7 @@ def train_regime(init: str | os.PathLike, problems_path: str | os.PathLike, regi
     # covers the work dir a resumed run reads, and clears what killed runs left of `out`.
     with exclusive_output(out, work, what="ewa train") if state.is_main_process else nullcontext():
         # One sandbox for the whole run, not one per step; each rank of a multi-GPU run opens its own.
-        with sandbox_from_config(section("sandbox", sandbox), calibration=calibration) as sandbox:
+        with sandbox_from_config(sandbox, calibration=calibration) as sandbox:
             judged_by = sandbox.info()
             from ewa.sandbox.semantics import provenance as judge_provenance
             judged_by["judge"] = judge_provenance(p.judge for p in problems)

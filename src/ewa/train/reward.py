@@ -10,7 +10,7 @@ from typing import Mapping
 
 from ewa.problems import Problem
 from ewa.verdicts import AC, CE, VERDICTS
-from ewa.data.tiers import regime_tests
+from ewa.tiers import regime_tests
 
 REWARDS = ("binary", "fraction")
 
