@@ -153,7 +153,7 @@ def encode_rich(v, t, depth):
     if coll is not None:
         if issubclass(t, coll.deque) and eq is coll.deque.__eq__:
             return {"#dq": [encode(x, d, True) for x in coll.deque.__iter__(v)]}
-        if issubclass(t, dict) and eq in (coll.Counter.__eq__, coll.OrderedDict.__eq__):
+        if issubclass(t, dict) and (eq is coll.Counter.__eq__ or eq is coll.OrderedDict.__eq__):
             return encode(dict.copy(v), d, True)
         if (issubclass(t, coll.UserList) and eq is coll.UserList.__eq__
                 or issubclass(t, coll.UserString) and eq is coll.UserString.__eq__):
