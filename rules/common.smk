@@ -180,6 +180,54 @@ def merged_output(path):
     return temp(directory(path)) if config["merge"]["temp"] else directory(path)
 
 
+def merge_alphas_per_job():
+    """Alphas one merge job writes from one read of the two checkpoints: `alphas_per_job` in the profile's
+    set-resources for merge (default 1, a job per alpha). Machine sizing like the merge's GPU, but read
+    when the workflow is parsed: it decides which jobs exist."""
+    setting = (workflow.resource_settings.overwrite_resources.get("merge") or {}).get("alphas_per_job")
+    try:
+        per_job = getattr(setting, "value", setting)
+    except ValueError:  # an expression, which only a job could evaluate
+        per_job = getattr(setting, "raw", setting)
+    if per_job is None:
+        return 1
+    if not isinstance(per_job, int) or per_job < 1:
+        raise WorkflowError(f"set-resources merge:alphas_per_job: expected a whole number >= 1, got {per_job!r}")
+    return per_job
+
+
+def merge_chunks(per_job):
+    """The alpha grid in ascending order, cut into runs of `per_job` alphas, one merge job each (rules/merge.smk).
+    Fixed by the grid alone, so a chunk's outputs are stable. Adding an alpha re-forms the chunks from it on,
+    and the chunk that holds it is merged again: Snakemake then samples that chunk's other alphas again too (a
+    job that runs updates all its outputs), so chunk a grid you do not mean to extend."""
+    tags = sorted(ALPHAS, key=ALPHAS.get)
+    return [tags[i:i + per_job] for i in range(0, len(tags), per_job)] if per_job > 1 else []
+
+
+def share_merge_settings(rules):
+    """The profile's set-resources and set-threads for merge, given to the chunk rules that stand in for it
+    under names of their own. Snakemake looks these up when it defines a rule: this runs before any is."""
+    settings = workflow.resource_settings
+    for overrides in (settings.overwrite_resources, settings.overwrite_threads):
+        if "merge" in overrides:
+            overrides.update({rule: overrides["merge"] for rule in rules})
+
+
+MERGE_CHUNKS = merge_chunks(merge_alphas_per_job())
+share_merge_settings([f"merge_chunk{number}" for number in range(1, len(MERGE_CHUNKS) + 1)])
+
+
+def chunk_alphas(wildcards, output):
+    """`--alphas` of a chunk job, from its outputs: derived from them, so how the grid is cut is not a
+    parameter Snakemake would rerun finished merges for."""
+    return " ".join(repr(ALPHAS[os.path.basename(o)[len("alpha"):]]) for o in output)
+
+
+def chunk_out_pattern(wildcards, output):
+    return f"results/seed{wildcards.seed}/merged/alpha{{alpha}}"
+
+
 def grid_files(pattern):
     """An input function: the file of every alpha for this job's seed, benchmark and setting."""
     def files(wildcards):

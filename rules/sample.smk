@@ -21,6 +21,7 @@ rule sample:
     priority: 1
     resources:
         mem_mb=4000,
+        cuda_alloc_conf="${PYTORCH_CUDA_ALLOC_CONF:-}",  # as inherited; profiles set it for GPU jobs
     conda:
         "../envs/ewa.yaml"
     log:
@@ -28,6 +29,7 @@ rule sample:
     benchmark:
         "results/seed{seed}/benchmarks/sample/alpha{tag}/{benchmark}/{setting}.tsv"
     shell:
+        "PYTORCH_CUDA_ALLOC_CONF=\"{resources.cuda_alloc_conf}\" "
         "ewa sample --config {params.config:q} --model {input.model} --problems {input.problems} "
         "--setting {wildcards.setting} --stream alpha{wildcards.tag} --max-k {params.max_k} {params.calibration} "
         "--workers {threads} --threads {threads} --out {output.samples} 2> {log}"

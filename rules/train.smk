@@ -18,6 +18,7 @@ rule train:
     resources:
         mem_mb=6000,
     conda:
+        cuda_alloc_conf="${PYTORCH_CUDA_ALLOC_CONF:-}",  # as inherited; profiles set it for GPU jobs
         "../envs/ewa.yaml"
     log:
         "logs/seed{seed}/train/{regime}.log",
@@ -25,5 +26,6 @@ rule train:
         "results/seed{seed}/benchmarks/train/{regime}.tsv"
     shell:
         "ewa train --config {params.config:q} --regime {wildcards.regime} --init {input.init} "
+        "PYTORCH_CUDA_ALLOC_CONF=\"{resources.cuda_alloc_conf}\" "
         "--problems {input.problems} {params.calibration} --gpus {params.gpus} --threads {threads} "
         "--out {output} 2> {log}"

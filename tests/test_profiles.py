@@ -85,8 +85,80 @@ def slurm_profile() -> dict:
 def test_paper_config_dry_run_through_slurm_profile_lists_the_full_dag(name, tmp_path):
     out = dry_run(tmp_path, "--profile", ROOT / "profiles" / "slurm", "--configfile", staged(name, tmp_path))
     counts, expected = job_counts(out), expected_counts(load(ROOT / "configs" / f"{name}.yaml"))
+    # the profile merges the grid in chunks of alphas_per_job, one rule per chunk (rules/merge.smk)
+    per_job = slurm_profile()["set-resources"]["merge"]["alphas_per_job"]
+    chunks = -(-expected.pop("merge") // per_job)
     assert {rule: counts.get(rule) for rule in expected} == expected
-    assert "Group job judge" in out and "Group job merge" in out  # small jobs share allocations
+    assert {rule: n for rule, n in counts.items() if rule.startswith("merge")} == \
+        {f"merge_chunk{k}": 1 for k in range(1, chunks + 1)}
+    assert "Group job judge" in out  # small jobs share allocations
+
+
+def shell_commands(out: str, rule_pattern: str) -> list[str]:
+    """The shell command of every planned job whose rule matches `rule_pattern` (a dry run with -p)."""
+    found = []
+    for block in re.split(r"^\s*(?:local)?rule ", out, flags=re.M)[1:]:
+        if re.match(rf"(?:{rule_pattern}):", block):
+            found.append(re.search(r"^Shell command: (.*)$", block, re.M)[1])
+    return found
+
+
+def merge_jobs(out: str) -> list[list[str]]:
+    """The outputs of every planned merge job (per-alpha `merge` or `merge_chunkN`), in the order printed."""
+    return [re.search(r"^\s*output: (.*)$", block, re.M)[1].split(", ")
+            for block in re.split(r"^\s*(?:local)?rule ", out, flags=re.M)[1:] if re.match(r"merge(_chunk\d+)?:", block)]
+
+
+def profile_copy(tmp_path: Path, edit) -> Path:
+    """profiles/slurm with its config.yaml passed through `edit`, under tmp_path."""
+    profile = slurm_profile()
+    edit(profile)
+    directory = tmp_path / "profile"
+    directory.mkdir()
+    (directory / "config.yaml").write_text(yaml.safe_dump(profile))
+    return directory
+
+
+def test_a_chunked_profile_merges_each_chunk_of_the_grid_in_one_job(tmp_path):
+    """alphas_per_job 6 (profiles/slurm): the 17 alphas of paper-32b in 3 jobs that write 6, 6 and 5 alphas of
+    the sorted grid, each from one read of the checkpoints; every alpha stays its own output, so sampling
+    still asks for results/seed0/merged/alpha<tag>. Without it, 17 jobs of one alpha each."""
+    config = staged("paper-32b", tmp_path)
+    tags = sorted((alpha_tag(a) for a in load(config)["merge"]["alphas"]), key=float)
+    out = dry_run(tmp_path / "chunked", "-p", "--profile", ROOT / "profiles" / "slurm", "--configfile", config)
+    jobs = merge_jobs(out)
+    assert [len(j) for j in jobs] == [6, 6, 5]
+    assert [o for j in jobs for o in j] == [f"results/seed0/merged/alpha{t}" for t in tags]  # the sorted grid
+    commands = shell_commands(out, r"merge_chunk\d+")
+    assert len(commands) == 3 and all(c.count("--alphas ") == 1 and "--out-pattern" in c for c in commands)
+    first = commands[0].split("--alphas ")[1].split(" --out-pattern")[0].split()
+    assert [alpha_tag(float(a)) for a in first] == tags[:6]
+    assert "'results/seed0/merged/alpha{alpha}'" in commands[0]
+    chunk = job_resources(out, "merge_chunk1")[0]  # the profile's merge resources reach the chunk rules
+    merge = slurm_profile()["set-resources"]["merge"]
+    assert {k: chunk[k] for k in ("gpu", "slurm_partition", "mem_mb")} == {k: str(merge[k]) for k in
+                                                                           ("gpu", "slurm_partition", "mem_mb")}
+    sample_inputs = re.findall(r"^\s*input: (results/seed0/merged/alpha\S+),", out, re.M)
+    assert len(sample_inputs) == len(tags) * 3 and set(sample_inputs) == {o for j in jobs for o in j}
+
+    def per_alpha(profile):
+        del profile["set-resources"]["merge"]["alphas_per_job"]
+    out = dry_run(tmp_path / "per-alpha", "--profile", profile_copy(tmp_path, per_alpha), "--configfile", config)
+    assert [len(j) for j in merge_jobs(out)] == [1] * len(tags) and "Group job merge" in out
+
+
+def test_gpu_jobs_run_with_expandable_segments_and_cpu_jobs_as_they_are(tmp_path):
+    out = dry_run(tmp_path, "-p", "--profile", ROOT / "profiles" / "slurm", "--configfile",
+                  staged("paper-7b", tmp_path))
+    prefix = 'PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True" ewa '
+    gpu = shell_commands(out, r"train|sample|merge|merge_chunk\d+")
+    assert len(gpu) == 2 + 51 + 3 and all(c.startswith(prefix) for c in gpu)
+    cpu = shell_commands(out, r"prepare|tiers|init|calibrate|evaluate|frontier|claims|approaches")
+    assert cpu and not any("PYTORCH_CUDA_ALLOC_CONF" in c for c in cpu)
+    # without a profile setting, the variable is left as the job inherits it (the miniature, a laptop)
+    out = dry_run(tmp_path / "local", "-p", "--profile", LOCAL_PROFILE, "--configfile", ROOT / "config.yaml")
+    assert all(c.startswith('PYTORCH_CUDA_ALLOC_CONF="${PYTORCH_CUDA_ALLOC_CONF:-}" ewa ')
+               for c in shell_commands(out, r"train|sample|merge"))
 
 
 @pytest.mark.parametrize("name", PAPER)
