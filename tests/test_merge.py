@@ -317,6 +317,27 @@ def test_cli_single_and_grid(models, tmp_path, capsys):
         merge_linear(a_dir, b_dir, [0.5], [a_dir], device="cpu", progress=False)
 
 
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_a_chunk_merged_in_one_pass_equals_one_merge_per_alpha(models, variant, tmp_path):
+    """A profile's merge chunk (rules/merge.smk: `ewa merge --alphas ... --out-pattern`, both checkpoints read
+    once) writes the same models, tensor by tensor and shard by shard, as one `ewa merge --alpha A --out`
+    per alpha, the default."""
+    a_dir, b_dir = models[variant]
+    common = ["--device", "cpu", "--max-shard-size", "40KB"]
+    assert ewa_main(["merge", str(a_dir), str(b_dir), "--alphas", *map(repr, GRID), "--out-pattern",
+                     f"{tmp_path}/chunk/alpha{{alpha}}", *common]) == 0
+    for alpha in GRID:
+        one, chunk = tmp_path / "one" / f"alpha{alpha_tag(alpha)}", tmp_path / "chunk" / f"alpha{alpha_tag(alpha)}"
+        assert ewa_main(["merge", str(a_dir), str(b_dir), "--alpha", repr(alpha), "--out", str(one), *common]) == 0
+        shards = sorted(p.name for p in one.glob("*.safetensors"))
+        assert shards == sorted(p.name for p in chunk.glob("*.safetensors")) and shards
+        x, y = tensors(one), tensors(chunk)
+        assert x.keys() == y.keys()
+        for name in x:
+            assert x[name].dtype == y[name].dtype and torch.equal(x[name], y[name]), (alpha, name)
+        assert json.loads((one / "config.json").read_text()) == json.loads((chunk / "config.json").read_text())
+
+
 def test_fingerprint_sees_content(models, tmp_path):
     a_dir, _ = models["fp32"]
     copy = shutil.copytree(a_dir, tmp_path / "copy")
