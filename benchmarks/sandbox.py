@@ -11,17 +11,21 @@ import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from ewa.config import section
 from ewa.problems import Problem, make_test
 from ewa.sandbox import Sandbox, SandboxSettings
 from ewa.sandbox.backends import Bwrap, drop_privileges
 
 CODE = "print(input())"
 PYTHON = "/usr/bin/python3"
+SANDBOX = section("sandbox")  # the schema's defaults
+SETTINGS = SandboxSettings(python=PYTHON, docker_image=SANDBOX["docker_image"],
+                           max_source_bytes=SANDBOX["max_source_bytes"])
 
 
 def per_process(cmd: list[str], n: int, workers: int) -> float:
     def one(_):
-        out = subprocess.run(cmd, input="hello\n", capture_output=True, text=True, env=Bwrap(SandboxSettings()).env())
+        out = subprocess.run(cmd, input="hello\n", capture_output=True, text=True, env=Bwrap(SETTINGS).env())
         assert out.stdout == "hello\n", out.stderr
     start = time.perf_counter()
     with ThreadPoolExecutor(workers) as pool:
@@ -32,7 +36,7 @@ def per_process(cmd: list[str], n: int, workers: int) -> float:
 def fork_server(n: int, workers: int) -> float:
     problem = Problem(id="echo", source="bench", difficulty="", statement="", testtype="stdin",
                       tests=(make_test("hello\n", "hello\n"),))
-    with Sandbox(backend="bwrap", workers=workers, python=PYTHON, time_factor=1.0) as sb:
+    with Sandbox(SETTINGS, backend="bwrap", workers=workers, time_factor=1.0) as sb:
         sb.judge_many([(problem, CODE, None)] * (2 * workers))  # warm: workers started
         start = time.perf_counter()
         results = sb.judge_many([(problem, CODE, None)] * n)
@@ -49,7 +53,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.smoke:
         args.tests = 10
-    bwrap = Bwrap(SandboxSettings()).command(0)
+    bwrap = Bwrap(SETTINGS).command(0)
     sandboxed = [*bwrap[:bwrap.index("--") + 1], *drop_privileges(65534), PYTHON, "-s", "-B", "-c", CODE]
     rates = {
         "naive: python3 subprocess per test": per_process([PYTHON, "-s", "-B", "-c", CODE], args.tests, args.workers),

@@ -24,19 +24,22 @@ def sandbox_factory():
     """open(backend="bwrap", workers=2, time_factor=1.0, **settings) -> a started Sandbox, one per distinct
     set of arguments for the whole session (closed at its end). "auto" is the machine's default backend;
     a bwrap sandbox skips the test where bubblewrap cannot run."""
+    from helpers import sandbox_settings
+
     from ewa.sandbox import Sandbox, default_backend
 
     opened = {}
 
     def open_sandbox(backend: str = "bwrap", workers: int = 2, time_factor: float = 1.0, **settings):
-        backend = default_backend() if backend == "auto" else backend
-        if backend == "bwrap" and default_backend() != "bwrap":
+        backend = default_backend(sandbox_settings()) if backend == "auto" else backend
+        if backend == "bwrap" and default_backend(sandbox_settings()) != "bwrap":
             pytest.skip("bubblewrap is not usable here")
         key = (backend, workers, time_factor, tuple(sorted(settings.items())))
         if key not in opened:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # the process backend warns: no isolation
-                opened[key] = Sandbox(backend=backend, workers=workers, time_factor=time_factor, **settings)
+                opened[key] = Sandbox(sandbox_settings(), backend=backend, workers=workers, time_factor=time_factor,
+                                      **settings)
         return opened[key]
 
     yield open_sandbox

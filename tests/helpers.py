@@ -5,8 +5,8 @@
   alpha_specs(), write_approach_samples()
 - pico model settings for `ewa init` / build_tiny_model: PICO, PICO_ONE_HEAD, PICO_WIDE
 - a stage's settings as `ewa COMMAND --config` hands them over (validated, the schema's defaults filled):
-  tiny_settings(), sft_settings(), grpo_settings(), sample_settings(), metrics_settings(),
-  ensemble_settings()
+  tiny_settings(), sft_settings(), grpo_settings(), sample_settings(), sandbox_settings(),
+  metrics_settings(), ensemble_settings()
 - what the environment offers: requires_bwrap, docker_engine(), docker_image_ready()
 
 The sandbox fixtures (`sandbox`, `sandbox_factory`) live in conftest.py.
@@ -155,6 +155,16 @@ def sample_settings(seed: int = 0, stream: str = "", **given):
     return SampleConfig.from_dict(section("sample", given), seed=seed, stream=stream)
 
 
+def sandbox_settings(**fields):
+    """The SandboxSettings sandbox_from_config builds from the schema's `sandbox` section, `fields` on top."""
+    from ewa.config import section
+    from ewa.sandbox import SandboxSettings
+
+    sandbox = section("sandbox")
+    return SandboxSettings(**{"python": sandbox["python"], "docker_image": sandbox["docker_image"],
+                              "max_source_bytes": sandbox["max_source_bytes"], **fields})
+
+
 def metrics_settings(**given):
     """The MetricsSettings `ewa frontier` builds from a default config, with `given` fields on top."""
     from ewa.analysis.metrics import MetricsSettings
@@ -197,7 +207,7 @@ PICO_WIDE = {"vocab_size": 500, "hidden_size": 64, "num_layers": 2, "num_heads":
 def bwrap_usable() -> bool:
     from ewa.sandbox import default_backend
 
-    return default_backend() == "bwrap"
+    return default_backend(sandbox_settings()) == "bwrap"
 
 
 requires_bwrap = pytest.mark.skipif(not bwrap_usable(), reason="bubblewrap is not usable here")

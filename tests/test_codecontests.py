@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import sandbox_settings
+
 from ewa.config import validate
 from ewa.data import load, verifies
 from ewa.data.codecontests import several_answers
@@ -21,7 +23,7 @@ CPP, PYTHON2, PYTHON3 = 2, 1, 3
 SUM = "a, b = map(int, input().split())\nprint(a + b)\n"
 OFF_BY_ONE = "a, b = map(int, input().split())\nprint(a + b + 1)\n"
 
-needs_bwrap = pytest.mark.skipif(default_backend() != "bwrap", reason="bubblewrap is not usable here")
+needs_bwrap = pytest.mark.skipif(default_backend(sandbox_settings()) != "bwrap", reason="bubblewrap is not usable here")
 
 
 def record(name, solutions, description="Print the sum of a and b.", **extra):
@@ -65,7 +67,7 @@ def source(request, tmp_path):
 
 
 def sandbox():
-    return Sandbox(backend="bwrap", workers=2, time_factor=1.0)
+    return Sandbox(sandbox_settings(), backend="bwrap", workers=2, time_factor=1.0)
 
 
 def test_several_answers_and_file_io_are_dropped_with_their_reason(source):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from helpers import SUM_OK, requires_bwrap, sample_settings
+from helpers import SUM_OK, requires_bwrap, sample_settings, sandbox_settings
 
 from ewa.cli import main as ewa_main
 from ewa.tiers import write_tiers
@@ -126,7 +126,7 @@ def test_a_tools_sample_whose_only_program_is_a_tool_call_is_ce(inputs):
 
     problem = next(p for p in read_problems(inputs / "problems.jsonl") if p.id == "sum")
     cfg = sample_settings(n=1, tools={"max_tool_calls": 1})
-    with Sandbox(backend="bwrap", workers=1, time_factor=1.0) as sb:
+    with Sandbox(sandbox_settings(), backend="bwrap", workers=1, time_factor=1.0) as sb:
         setting = setting_class("tools")(cfg, tokenizer, sb, workers=1)
         sample = setting.start(problem, 0)
         setting.run([sample], Scripted())

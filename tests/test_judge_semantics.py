@@ -25,6 +25,8 @@ from fractions import Fraction
 import pyarrow.parquet as pq
 import pytest
 
+from helpers import sandbox_settings
+
 from ewa.cli import main as ewa_main
 from ewa.io import write_jsonl
 
@@ -291,11 +293,11 @@ def docker_image_ready(image: str = "ewa-sandbox:latest") -> bool:
 
 @pytest.fixture(scope="module", params=["bwrap", pytest.param("docker", marks=pytest.mark.docker)])
 def sb(request):
-    if request.param == "bwrap" and default_backend() != "bwrap":
+    if request.param == "bwrap" and default_backend(sandbox_settings()) != "bwrap":
         pytest.skip("bubblewrap is not usable here")
     if request.param == "docker" and not docker_image_ready():
         pytest.skip("no Docker engine with ewa-sandbox:latest (make docker-sandbox builds it)")
-    with Sandbox(backend=request.param, workers=2, time_factor=1.0) as sandbox:
+    with Sandbox(sandbox_settings(), backend=request.param, workers=2, time_factor=1.0) as sandbox:
         yield sandbox
 
 
@@ -471,7 +473,7 @@ def test_provenance_names_version_and_description():
 
 
 def test_evaluation_records_the_semantics_per_row_and_in_provenance(tmp_path):
-    if default_backend() != "bwrap":
+    if default_backend(sandbox_settings()) != "bwrap":
         pytest.skip("bubblewrap is not usable here")
     code = "h = []\nheappush(h, int(input()))\nprint(h[0] * 2)\n"  # needs the prelude
     problems = [Problem(id=j, source=src, difficulty="", statement="", testtype="stdin",

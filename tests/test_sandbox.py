@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from helpers import SUM_OK
+from helpers import SUM_OK, sandbox_settings
 
 from ewa.cli import main as ewa_main
 from ewa.problems import Problem, ProblemError, make_test
-from ewa.sandbox import Sandbox, SandboxSettings, default_backend
+from ewa.sandbox import Sandbox, default_backend
 from ewa.sandbox.backends import BACKENDS, Bwrap, Docker
 from ewa.sandbox.calibrate import read_calibration
 from ewa.sandbox.checkers import tokens_match, values_match
@@ -177,7 +177,7 @@ def test_time_factor_scales_limits(tmp_path, sandbox_factory):
     calibration.write_text(json.dumps({"time_factor": 4.0}))
     prob = problem("stdin", [("", "ok")], time_limit_s=0.2)
     code = "import time\nwhile time.process_time() < 0.4:\n    pass\nprint('ok')\n"
-    with Sandbox(backend="bwrap", workers=1, calibration_path=str(calibration)) as slow_machine:
+    with Sandbox(sandbox_settings(), backend="bwrap", workers=1, calibration_path=str(calibration)) as slow_machine:
         assert slow_machine.time_factor == 4.0 and slow_machine.judge(prob, code).verdict == AC
         assert slow_machine.info()["calibration"]["source"] == str(calibration)
     assert sandbox_factory(workers=1).judge(prob, code).verdict == TLE  # nominal limits
@@ -194,16 +194,16 @@ def test_calibrate_cli_writes_a_factor(tmp_path):
 
 
 def test_backend_registry_and_commands():
-    assert set(BACKENDS) >= {"bwrap", "docker", "process"} and default_backend() == "bwrap"
+    assert set(BACKENDS) >= {"bwrap", "docker", "process"} and default_backend(sandbox_settings()) == "bwrap"
     with pytest.raises(ValueError, match="sandbox.backend"):
-        Sandbox(backend="nope", time_factor=1.0)
-    settings = SandboxSettings(docker_image="ewa/sandbox:1", docker_memory_mb=1024, docker_pids_limit=99, uid=65534)
+        Sandbox(sandbox_settings(), backend="nope", time_factor=1.0)
+    settings = sandbox_settings(docker_image="ewa/sandbox:1", docker_memory_mb=1024, docker_pids_limit=99, uid=65534)
     cmd = Docker(settings).command(1)
     for flag in (["run", "-i"], ["--network", "none"], ["--memory", "1024m"], ["--pids-limit", "99"],
                  ["--cap-drop", "ALL"], ["--user", "65533:65533"]):
         assert any(cmd[i:i + len(flag)] == flag for i in range(len(cmd))), flag
     assert "--read-only" in cmd and cmd[cmd.index("ewa/sandbox:1") + 1] == settings.docker_python
-    bwrap = Bwrap(SandboxSettings(uid=65534)).command(0)
+    bwrap = Bwrap(sandbox_settings(uid=65534)).command(0)
     private = {bwrap[i + 1] for i, a in enumerate(bwrap) if a == "--tmpfs"}
     shown = {bwrap[i + 1] for i, a in enumerate(bwrap) if a == "--ro-bind"}
     assert "/tmp" in private and "/usr/lib" in shown and not shown & {"/", "/usr", "/root", "/home", "/opt", "/var"}

@@ -15,11 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from helpers import sandbox_settings
+
 import ewa
 from ewa.cli import main as ewa_main
 from ewa.errors import UserError
 from ewa.problems import Problem, make_test
-from ewa.sandbox import Sandbox, SandboxSettings, default_backend
+from ewa.sandbox import Sandbox, default_backend
 from ewa.sandbox import backends
 from ewa.sandbox.backends import Bwrap, Docker, docker_problem
 from ewa.sandbox.pool import cpu_quota, ranks_on_node, worker_sizing
@@ -42,16 +44,16 @@ def problem(testtype, tests, func_name=None, time_limit_s=0.5, pid="p"):
 
 
 def bwrap_usable() -> bool:
-    return Bwrap(SandboxSettings()).unavailable() is None
+    return Bwrap(sandbox_settings()).unavailable() is None
 
 
 @pytest.fixture(scope="module", params=["bwrap", pytest.param("docker", marks=pytest.mark.docker)])
 def sb(request):
     if request.param == "bwrap" and not bwrap_usable():
         pytest.skip("bubblewrap is not usable here")
-    if request.param == "docker" and (reason := docker_problem(SandboxSettings().docker_image)):
+    if request.param == "docker" and (reason := docker_problem(sandbox_settings().docker_image)):
         pytest.skip(f"docker: {reason}")
-    with Sandbox(backend=request.param, workers=1, time_factor=1.0) as sandbox:
+    with Sandbox(sandbox_settings(), backend=request.param, workers=1, time_factor=1.0) as sandbox:
         yield sandbox
 
 
@@ -151,7 +153,8 @@ def test_bwrap_shows_the_interpreter_prefix_resolved_through_symlinks(tmp_path):
     try:
         (link_dir / "python3").symlink_to("/usr/bin/python3")
         (link_dir / "secret.txt").write_text(SECRET)
-        with Sandbox(backend="bwrap", workers=1, time_factor=1.0, python=str(link_dir / "python3")) as sb:
+        with Sandbox(sandbox_settings(python=str(link_dir / "python3")), backend="bwrap", workers=1,
+                     time_factor=1.0) as sb:
             r = sb.run_code(f"import os, sys\nprint(sys.version_info[:2], os.listdir({str(link_dir)!r}))\n"
                             f"print(open({str(link_dir / 'secret.txt')!r}).read())\n")
     finally:
@@ -170,16 +173,16 @@ def test_project_or_hidden_path_inside_a_shown_directory_is_masked(monkeypatch, 
         pytest.skip("bubblewrap is not usable here (or no time zones installed)")
     if how == "cwd":
         monkeypatch.chdir(masked)
-    settings = SandboxSettings(hide=(masked,) if how == "hide" else ())
+    settings = sandbox_settings(hide=(masked,) if how == "hide" else ())
     mounts = Bwrap(settings).mounts()
     assert mounts[mounts.index(masked) - 1] == "--tmpfs"
-    with Sandbox(settings=settings, backend="bwrap", workers=1, time_factor=1.0) as sb:
+    with Sandbox(settings, backend="bwrap", workers=1, time_factor=1.0) as sb:
         r = sb.run_code(f"import os\nprint(os.listdir({masked!r}), os.path.exists('/usr/share/zoneinfo/UTC'))\n")
     assert r.stdout == "[] True\n", r
 
 
 def test_docker_image_holds_only_the_interpreter_and_its_libraries():
-    image = SandboxSettings().docker_image
+    image = sandbox_settings().docker_image
     if reason := docker_problem(image):
         pytest.skip(f"docker: {reason}")
     listing = image_files(image)
@@ -199,13 +202,13 @@ def test_docker_image_holds_only_the_interpreter_and_its_libraries():
 # -- item 5: no silent loss of isolation -----------------------------------------------------------
 def test_auto_is_bwrap_else_docker_never_process(monkeypatch):
     if bwrap_usable():
-        assert default_backend() == "bwrap"
+        assert default_backend(sandbox_settings()) == "bwrap"
     monkeypatch.setattr(Bwrap, "unavailable", lambda self: "bwrap fails here: no user namespaces")
     monkeypatch.setattr(Docker, "unavailable", lambda self: None)
-    assert default_backend() == "docker"
+    assert default_backend(sandbox_settings()) == "docker"
     monkeypatch.setattr(Docker, "unavailable", lambda self: "no Docker engine is running")
     with pytest.raises(UserError) as e:
-        Sandbox(backend="auto", time_factor=1.0)
+        Sandbox(sandbox_settings(), backend="auto", time_factor=1.0)
     message = str(e.value)
     assert "\n" not in message and "sandbox.backend: process" in message
     assert "no user namespaces" in message and "no Docker engine" in message
@@ -222,13 +225,16 @@ def test_auto_stops_with_one_line_through_the_cli(monkeypatch, tmp_path, capsys)
 def test_explicit_unusable_backend_says_why(monkeypatch):
     monkeypatch.setattr(Docker, "unavailable", lambda self: "no Docker engine is running")
     with pytest.raises(UserError, match="sandbox.backend: docker cannot run here: no Docker engine"):
-        Sandbox(backend="docker", time_factor=1.0)
+        Sandbox(sandbox_settings(), backend="docker", time_factor=1.0)
 
 
 def test_explicit_process_warns_once_per_process():
-    script = ("import warnings\nwarnings.simplefilter('always')\nfrom ewa.sandbox import Sandbox\n"
+    script = ("import warnings\nwarnings.simplefilter('always')\nfrom ewa.config import section\n"
+              "from ewa.sandbox import Sandbox, SandboxSettings\n"
+              "s = section('sandbox')\n"
+              "settings = SandboxSettings(python=s['python'], docker_image=s['docker_image'])\n"
               "for _ in range(3):\n"
-              "    with Sandbox(backend='process', workers=1, time_factor=1.0, uid=65000) as sb:\n"
+              "    with Sandbox(settings, backend='process', workers=1, time_factor=1.0, uid=65000) as sb:\n"
               "        assert sb.run_code('print(1)').stdout == '1\\n'\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
                          env={**os.environ, "PYTHONPATH": str(PROJECT / "src")})
@@ -256,13 +262,13 @@ def test_interpreter_is_checked_at_start(tmp_path, backend):
     for python, why in cases.items():
         with pytest.raises(UserError) as e, warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            Sandbox(backend=backend, python=python, workers=1, time_factor=1.0)
+            Sandbox(sandbox_settings(), backend=backend, python=python, workers=1, time_factor=1.0)
         message = str(e.value)
         assert message.startswith(f"sandbox.python: {python}") and why in message and "\n" not in message, message
 
 
 def test_docker_interpreter_is_checked(monkeypatch):
-    image = SandboxSettings().docker_image
+    image = sandbox_settings().docker_image
     if reason := docker_problem(image):
         pytest.skip(f"docker: {reason}")
     version = backends.docker_interpreter(image, "/usr/bin/python3")
@@ -322,7 +328,7 @@ def test_sandbox_defaults_to_the_granted_workers(monkeypatch):
     if not bwrap_usable():
         pytest.skip("bubblewrap is not usable here")
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "64")
-    with Sandbox(backend="bwrap", time_factor=1.0) as sb:
+    with Sandbox(sandbox_settings(), backend="bwrap", time_factor=1.0) as sb:
         assert sb.workers == 1 and sb.info()["worker_sizing"]["ranks_on_node"] == 64
 
 
@@ -332,7 +338,7 @@ def test_backstop_kills_are_recorded_apart(tmp_path):
         pytest.skip("bubblewrap is not usable here")
     from ewa.evaluate.run import row, to_table
     prob = problem("stdin", [("", "x\n"), ("1", "x\n")], time_limit_s=0.2)
-    with Sandbox(backend="bwrap", workers=1, time_factor=1.0) as sb:
+    with Sandbox(sandbox_settings(), backend="bwrap", workers=1, time_factor=1.0) as sb:
         slept = sb.judge(prob, "import time\ntime.sleep(30)\n")
         fine = sb.judge(prob, "print('x')\n")
     assert slept.verdict == TLE and slept.backstop_kills == 2 and all(t.wall_backstop for t in slept.tests)
@@ -373,7 +379,7 @@ def test_verdicts_identical_quiet_and_under_4x_oversubscription():
     items = []
     for name, (kind, code, _) in NEAR_LIMIT.items():
         items.append((stdin if kind == "stdin" else functional, code.replace("{cpu}", str(0.6 * LIMIT_S)), None))
-    with Sandbox(backend="bwrap", time_factor=1.0) as sb:  # workers: the CPUs granted
+    with Sandbox(sandbox_settings(), backend="bwrap", time_factor=1.0) as sb:  # workers: the CPUs granted
         cores = sb.workers
         quiet = sb.judge_many(items)
         # 4x oversubscription: four busy loops per core, each its own session (so its own scheduling

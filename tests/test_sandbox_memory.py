@@ -7,6 +7,8 @@ import warnings
 
 import pytest
 
+from helpers import sandbox_settings
+
 from ewa.problems import Problem, make_test
 from ewa.sandbox import Sandbox, default_backend
 from ewa.verdicts import AC, MLE, RE
@@ -65,14 +67,14 @@ def docker_image_ready(image: str = "ewa-sandbox:latest") -> bool:
 
 @pytest.fixture(scope="module", params=["bwrap", "process", pytest.param("docker", marks=pytest.mark.docker)])
 def sb(request):
-    if request.param == "bwrap" and default_backend() != "bwrap":
+    if request.param == "bwrap" and default_backend(sandbox_settings()) != "bwrap":
         pytest.skip("bubblewrap is not usable here")
     if request.param == "docker" and not docker_image_ready():
         pytest.skip("no Docker engine with ewa-sandbox:latest (make docker-sandbox builds it)")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         uid = 65000 if request.param == "process" else None
-        with Sandbox(backend=request.param, workers=1, time_factor=1.0, uid=uid) as sandbox:
+        with Sandbox(sandbox_settings(), backend=request.param, workers=1, time_factor=1.0, uid=uid) as sandbox:
             yield sandbox
 
 

@@ -1,7 +1,9 @@
 """The package as a user meets it: a wheel that carries its own schema, one config path into every
-stage, and the sandbox section reaching every step that runs model code."""
+stage, the sandbox section reaching every step that runs model code; and as a maintainer meets it: the
+config validated in the CLI alone, and no import cycle between the package's units."""
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -136,3 +138,99 @@ def test_the_configured_docker_image_is_the_one_each_stage_runs(tmp_path, capsys
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and PROBE_IMAGE in err[0], (name, err)
         assert not list(tmp_path.glob("[ce].*")), name  # nothing half-written
+
+
+# --- the package's shape ---------------------------------------------------------------------------
+
+PACKAGE = ROOT / "src" / "ewa"
+VALIDATOR_CALLS = {"validate", "section", "from_arg"}  # ewa.config's entry points that validate
+VALIDATOR_MODULES = {"ewa.config", "jsonschema"}
+
+
+def package_modules() -> dict[str, tuple[Path, bool]]:
+    """Every module of ewa by dotted name (a package under its own name): (file, is_package)."""
+    modules = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        package = parts[-1] == "__init__"
+        modules[".".join(parts[:-1] if package else parts)] = (path, package)
+    return modules
+
+
+def imported_modules(name: str, path: Path, package: bool, modules: dict) -> set[str]:
+    """The ewa modules `name` imports anywhere in its file (function-level imports included): `from a.b
+    import c` counts as a.b.c where that is a module, else a.b; a name outside the package is dropped."""
+    def known(dotted: str) -> str | None:
+        while dotted and dotted not in modules:
+            dotted = dotted.rpartition(".")[0]
+        return dotted or None
+
+    here = name if package else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(known(a.name) for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(here.split(".")[:len(here.split(".")) - node.level + 1] + ([base] if base else []))
+            found.update(f"{base}.{a.name}" if f"{base}.{a.name}" in modules else known(base) for a in node.names)
+    return found - {None, name}
+
+
+def unit(module: str) -> str:
+    """The node a module belongs to: ewa.config, or a whole subpackage such as ewa.sample."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_no_import_cycle_between_the_packages_units():
+    """Stages meet through files, shared code sits at the top: among ewa's top-level modules and
+    subpackages (each one node), no chain of imports, deferred ones included, leads back to its start."""
+    modules = package_modules()
+    graph: dict[str, set[str]] = {}
+    for name, (path, package) in modules.items():
+        for target in imported_modules(name, path, package, modules):
+            if unit(name) != unit(target) and "ewa" not in (unit(name), unit(target)):
+                graph.setdefault(unit(name), set()).add(unit(target))
+    assert {"ewa.config", "ewa.data", "ewa.sample", "ewa.sandbox", "ewa.tiers"} <= set(graph)  # the parse works
+
+    def cycle_from(start: str, node: str, path: list[str]) -> list[str] | None:
+        for nxt in sorted(graph.get(node, ())):
+            if nxt == start:
+                return path + [nxt]
+            if nxt not in path and (found := cycle_from(start, nxt, path + [nxt])):
+                return found
+        return None
+
+    cycles = [c for start in sorted(graph) if (c := cycle_from(start, start, [start]))]
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_config_is_validated_in_the_cli_alone():
+    """`ewa COMMAND --config` validates the slice once (ewa.cli -> ewa.config.from_arg); below the CLI
+    layer (ewa.cli and the command modules it dispatches to) the stages take the validated sections as
+    they are: no other module imports ewa.config or jsonschema, or calls validate, section or from_arg."""
+    from ewa.cli import COMMANDS
+
+    cli_layer = {"ewa.config", "ewa.cli", *(module for module, _ in COMMANDS.values())}
+    offenders = []
+    for name, (path, _) in package_modules().items():
+        if name in cli_layer:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                bad = [a.name for a in node.names if a.name in VALIDATOR_MODULES or a.name.startswith("jsonschema.")]
+            elif isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                named = {f"{module}.{a.name}" for a in node.names}
+                bad = [module] if module in VALIDATOR_MODULES or module.startswith("jsonschema.") \
+                    or named & VALIDATOR_MODULES else []
+            elif isinstance(node, ast.Call):
+                func = node.func
+                called = getattr(func, "id", None) or getattr(func, "attr", None)
+                bad = [f"{called}()"] if called in VALIDATOR_CALLS else []
+            else:
+                continue
+            offenders += [f"{path.relative_to(ROOT)}:{node.lineno}: {b}" for b in bad]
+    assert not offenders, "the config is validated below the CLI:\n" + "\n".join(offenders)
+

@@ -1,6 +1,6 @@
 """The one way model-written code runs: rewards, tool calls, agentic feedback and evaluation.
 
-    with Sandbox(backend="bwrap", workers=2) as sb:
+    with sandbox_from_config(config["sandbox"], workers=2) as sb:  # the config's validated section
         result = sb.judge(problem, code)                 # SampleResult with per-test verdicts
         results = sb.judge_many([(problem, code, None)]) # parallel over workers, order kept
         run = sb.run_code("print(input())", stdin="hi")  # RunResult of a free-form tool call
@@ -72,24 +72,23 @@ __all__ = ["Sandbox", "SandboxSettings", "BACKENDS", "default_backend", "sandbox
 
 
 class Sandbox:
-    def __init__(self, backend: str | None = None, workers: int | None = None, python: str | None = None,
-                 time_factor: float | None = None, calibration_path: str | None = None,
-                 settings: SandboxSettings | None = None, resumed_time_factor: float | None = None, **options):
+    def __init__(self, settings: SandboxSettings, backend: str | None = None, workers: int | None = None,
+                 python: str | None = None, time_factor: float | None = None, calibration_path: str | None = None,
+                 resumed_time_factor: float | None = None, **options):
         """Start the workers. Explicit arguments override `settings`; `options` are more of its fields.
 
         Every time limit is multiplied by the time factor: see ewa.sandbox.calibrate.resolve for which
         one applies (`resumed_time_factor`: the one an interrupted job started with).
         """
         given = {"backend": backend, "workers": workers, "python": python, **options}
-        self.settings = dataclasses.replace(settings or SandboxSettings(),
-                                            **{k: v for k, v in given.items() if v is not None})
+        self.settings = dataclasses.replace(settings, **{k: v for k, v in given.items() if v is not None})
         self.backend = get_backend(self.settings)  # a UserError saying why it (for auto: none) can run here
         # Default: the CPUs granted to this process (affinity, cgroup quota), shared by a job's ranks.
         self.sizing = None if self.settings.workers else worker_sizing()
         self.workers = self.settings.workers or self.sizing["workers"]
         from ewa.sandbox.calibrate import resolve
-        self.calibration = resolve(self.backend.name, self.settings.python, time_factor, calibration_path,
-                                   resumed_time_factor)
+        measured = dataclasses.replace(self.settings, backend=self.backend.name, workers=1)  # should it measure now
+        self.calibration = resolve(measured, time_factor, calibration_path, resumed_time_factor)
         self.time_factor = float(self.calibration["time_factor"])
         try:
             self.pool = Pool(self.backend, self.workers)

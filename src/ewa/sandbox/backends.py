@@ -35,32 +35,25 @@ PREFIX_DIRS = ("bin", "lib", "lib64", "pyvenv.cfg")  # of each prefix; not share
 SYSTEM_ETC = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/nsswitch.conf", "/etc/localtime")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SandboxSettings:
-    """The `sandbox` config section."""
+    """How a sandbox runs: the keys of the config's `sandbox` section, which sandbox_from_config passes from
+    the validated section (python and docker_image have no default here), and the limits the config
+    leaves to the code."""
     backend: str | None = None  # bwrap | docker | process; None or "auto": default_backend() (never process)
     workers: int = 0  # fork servers; 0: the CPUs granted to this process, shared among a job's ranks
-    python: str | None = None  # the lean interpreter that runs model code (not the venv); None: the config default
+    python: str  # the lean interpreter that runs model code (not the venv)
     uid: int | None = None  # worker i runs as uid - i; None: a block of uids no other live sandbox holds
     hide: tuple[str, ...] = ()  # host paths to mask should they lie inside what the bwrap sandbox shows
     tmp_size_mb: int = 256  # size of the sandbox's private /tmp (and /dev/shm)
     max_processes: int = 32  # RLIMIT_NPROC for a candidate (processes and threads)
     output_limit_mb: int = 64  # stdout/stderr/file size beyond which a test is cut off
     float_tol: float = 1e-6  # relative and absolute tolerance when comparing floats
-    max_source_bytes: int | None = None  # longer programs are CE uncompiled; None: the config default
-    docker_image: str | None = None  # scripts/docker-sandbox-image.sh builds it; None: the config default
+    max_source_bytes: int | None = None  # longer programs are CE uncompiled; None: no limit
+    docker_image: str  # scripts/docker-sandbox-image.sh builds it
     docker_python: str = "/usr/bin/python3"
     docker_memory_mb: int = 2048  # whole-container backstop; per-test limits are rlimits inside
     docker_pids_limit: int = 256
-
-    def __post_init__(self):
-        # The keys the experiment config also names take their defaults from its schema, the one source.
-        from ewa.config import section
-
-        defaults = section("sandbox")
-        for key in ("python", "docker_image", "max_source_bytes"):
-            if getattr(self, key) is None:
-                object.__setattr__(self, key, defaults[key])
 
 
 BACKENDS: dict[str, type["Backend"]] = {}
@@ -487,6 +480,6 @@ def resolve_auto(settings: SandboxSettings) -> str:
                     "to run model code with rlimits only and no isolation")
 
 
-def default_backend(python: str | None = None) -> str:
+def default_backend(settings: SandboxSettings) -> str:
     """What `sandbox.backend: auto` resolves to here: bwrap, else docker; a UserError if neither works."""
-    return resolve_auto(SandboxSettings(python=python))
+    return resolve_auto(settings)

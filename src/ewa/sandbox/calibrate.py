@@ -44,14 +44,15 @@ def measure(sandbox, repeats: int = REPEATS) -> dict:
 
 
 @functools.lru_cache(maxsize=None)
-def measure_once(backend: str, python: str) -> dict:
-    """One calibration per process and backend, for sandboxes created without a factor."""
+def measure_once(settings) -> dict:
+    """One calibration per process and sandbox settings (backend resolved, one worker), for sandboxes
+    created without a factor."""
     from ewa.sandbox import Sandbox
-    with Sandbox(backend=backend, workers=1, python=python, time_factor=1.0) as sb:
+    with Sandbox(settings, time_factor=1.0) as sb:
         return {**measure(sb), "source": "measured at start"}
 
 
-def resolve(backend: str, python: str, time_factor: float | None = None, calibration_path: str | None = None,
+def resolve(settings, time_factor: float | None = None, calibration_path: str | None = None,
             resumed: float | None = None) -> dict:
     """The calibration record a sandbox applies, by precedence: an explicit factor, a calibration file,
     the factor an interrupted job started with (so its verdicts stay comparable), a measurement now."""
@@ -63,7 +64,7 @@ def resolve(backend: str, python: str, time_factor: float | None = None, calibra
         return read_calibration(calibration_path)
     if resumed is not None:
         return {"time_factor": float(resumed), "source": "the interrupted run's"}
-    return measure_once(backend, python)
+    return measure_once(settings)
 
 
 def read_calibration(path: str | Path) -> dict:

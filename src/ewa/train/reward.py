@@ -29,14 +29,15 @@ class CoverageReward:
               setting); judged with early_stop, smallest tests first, so a failing program stops early.
     fraction: the share of the regime's tests that pass (every test is run).
 
+    >>> from ewa.config import section
     >>> from ewa.problems import Problem, make_test
-    >>> from ewa.sandbox import Sandbox
+    >>> from ewa.sandbox import sandbox_from_config
     >>> tests = (make_test("2\\n", "4\\n"), make_test("30\\n", "900\\n"))
     >>> problems = {"sq": Problem("sq", "toy", "easy", "Print n squared.", "stdin", tests)}
     >>> answers = [[{"role": "assistant", "content": f"```python\\n{code}\\n```"}]
     ...            for code in ("print(int(input()) ** 2)", "print(2 * int(input()))")]
     >>> answers.append([{"role": "assistant", "content": "no code"}])  # nothing to run: scored as CE
-    >>> with Sandbox(workers=1, time_factor=1.0) as sandbox:
+    >>> with sandbox_from_config(section("sandbox"), workers=1, time_factor=1.0) as sandbox:
     ...     reward = CoverageReward(problems, {"name": "low", "fraction": 0.5}, sandbox)
     ...     reward(answers, problem_id=["sq"] * 3)
     [1.0, 1.0, 0.0]
