@@ -13,6 +13,7 @@ if not workflow.overwrite_configfiles:
 
 
 include: "rules/common.smk"
+include: "rules/preflight.smk"
 include: "rules/data.smk"
 include: "rules/init.smk"
 include: "rules/train.smk"

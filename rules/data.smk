@@ -6,6 +6,7 @@
 # sandbox, time limits calibrated as for the reward, on {threads} workers.
 rule prepare:
     input:
+        preflight=preflight_record("prepare"),
         calibration=prepare_calibration,
     output:
         problems="results/seed{seed}/data/{dataset}/problems.jsonl",

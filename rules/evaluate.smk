@@ -3,6 +3,8 @@
 
 
 rule calibrate:
+    input:
+        preflight=preflight_record("calibrate"),
     output:
         "results/calibration.json",
     params:

@@ -3,6 +3,7 @@
 
 rule init:
     input:
+        preflight=preflight_record("init"),
         problems="results/seed{seed}/data/_train/problems.jsonl",
     output:
         directory("results/seed{seed}/init"),

@@ -3,6 +3,7 @@
 
 rule train:
     input:
+        preflight=preflight_record("train"),
         init="results/seed{seed}/init",
         problems="results/seed{seed}/data/_train/problems.jsonl",
         calibration=calibration_input,
@@ -17,15 +18,15 @@ rule train:
     threads: 1
     resources:
         mem_mb=6000,
-    conda:
         cuda_alloc_conf="${PYTORCH_CUDA_ALLOC_CONF:-}",  # as inherited; profiles set it for GPU jobs
+    conda:
         "../envs/ewa.yaml"
     log:
         "logs/seed{seed}/train/{regime}.log",
     benchmark:
         "results/seed{seed}/benchmarks/train/{regime}.tsv"
     shell:
-        "ewa train --config {params.config:q} --regime {wildcards.regime} --init {input.init} "
         "PYTORCH_CUDA_ALLOC_CONF=\"{resources.cuda_alloc_conf}\" "
+        "ewa train --config {params.config:q} --regime {wildcards.regime} --init {input.init} "
         "--problems {input.problems} {params.calibration} --gpus {params.gpus} --threads {threads} "
         "--out {output} 2> {log}"

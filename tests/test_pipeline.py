@@ -173,7 +173,7 @@ def test_changing_one_regime_retrains_only_that_regime(finished, tmp_path):
     jobs = planned_jobs(wd)
     assert ("train", "seed=0, regime=low") in jobs
     assert ("train", "seed=0, regime=high") not in jobs
-    assert not {r for r, _ in jobs} & {"init", "prepare", "calibrate"}
+    assert not {r for r, _ in jobs} & {"preflight", "init", "prepare", "calibrate"}
 
 
 def test_one_frontier_target_builds_only_its_inputs(tmp_path):
@@ -186,7 +186,9 @@ def test_one_frontier_target_builds_only_its_inputs(tmp_path):
     assert {w for r, w in jobs if r == "sample"} == {
         f"seed=0, tag={t}, benchmark=mini, setting=reasoning" for t in ("-0.50", "+0.50", "+1.50")}
     # reduced.yaml judges with fixed time limits, so no calibration job either
-    assert {r for r, _ in jobs} == {"prepare", "tiers", "init", "train", "merge", "sample", "evaluate", "frontier"}
+    assert {r for r, _ in jobs} == {"preflight", "prepare", "tiers", "init", "train", "merge", "sample", "evaluate",
+                                    "frontier"}
+    assert ("preflight", "partition=local") in jobs
 
 
 def kill_when(workdir: Path, proc: subprocess.Popen, pattern: str, delay: float = 1.0, timeout: float = 900) -> None:

@@ -46,11 +46,12 @@ def job_resources(out: str, rule: str) -> list[dict[str, str]]:
     return found
 
 
-def expected_counts(config: dict) -> dict[str, int]:
+def expected_counts(config: dict, partitions: int = 1) -> dict[str, int]:
     benchmarks, settings = len(config["benchmarks"]), len(config["sample"]["settings"])
     tags = {alpha_tag(a) for a in config["merge"]["alphas"]}
     alphas = len(tags)
-    counts = {"prepare": 1 + benchmarks,  # train_data and every benchmark
+    counts = {"preflight": partitions,  # one per partition the first jobs run on (rules/preflight.smk)
+              "prepare": 1 + benchmarks,  # train_data and every benchmark
               "init": 1,
               "train": 2,  # only the merge endpoints are trained
               "merge": alphas, "sample": alphas * benchmarks * settings,
@@ -84,7 +85,7 @@ def slurm_profile() -> dict:
 @pytest.mark.parametrize("name", PAPER)
 def test_paper_config_dry_run_through_slurm_profile_lists_the_full_dag(name, tmp_path):
     out = dry_run(tmp_path, "--profile", ROOT / "profiles" / "slurm", "--configfile", staged(name, tmp_path))
-    counts, expected = job_counts(out), expected_counts(load(ROOT / "configs" / f"{name}.yaml"))
+    counts, expected = job_counts(out), expected_counts(load(ROOT / "configs" / f"{name}.yaml"), partitions=2)
     # the profile merges the grid in chunks of alphas_per_job, one rule per chunk (rules/merge.smk)
     per_job = slurm_profile()["set-resources"]["merge"]["alphas_per_job"]
     chunks = -(-expected.pop("merge") // per_job)
@@ -213,6 +214,26 @@ def test_slurm_profile_resources_reach_the_jobs(tmp_path):
         wanted = {k: str(profile["set-resources"][rule][k]) for k in ("mem_mb", "runtime")}
         jobs = job_resources(out, rule)
         assert jobs and all({k: r[k] for k in wanted} == wanted for r in jobs), (rule, jobs)
+
+
+def test_preflight_runs_first_on_each_partition_of_the_profile(tmp_path):
+    """profiles/slurm: one preflight on the CPU partition (before prepare, calibrate and init) and one on
+    the GPU partition with one GPU of the kind train asks for (before train); the miniature: one, local."""
+    out = dry_run(tmp_path, "-p", "--profile", ROOT / "profiles" / "slurm", "--configfile", staged("paper-32b", tmp_path))
+    profile = slurm_profile()
+    cpu, gpu = profile["default-resources"]["slurm_partition"], profile["set-resources"]["train"]["slurm_partition"]
+    jobs = {r["slurm_partition"]: r for r in job_resources(out, "preflight")}
+    assert set(jobs) == {cpu, gpu} and "gpu" not in jobs[cpu]
+    assert (jobs[gpu]["gpu"], jobs[gpu]["gpu_model"]) == ("1", profile["set-resources"]["train"]["gpu_model"])
+    for rule, partition in (("prepare", cpu), ("calibrate", cpu), ("init", cpu), ("train", gpu)):
+        inputs = re.findall(rf"^\s*rule {rule}:\n\s*input: ([^\n]*)", out, re.M)
+        assert inputs and all(f"results/preflight/{partition}.json" in i for i in inputs), (rule, inputs)
+    commands = re.findall(r"^Shell command: (ewa preflight .*)$", out, re.M)
+    assert sorted(re.search(r"--gpus (\d+)", c)[1] for c in commands) == ["0", "1"]
+    assert all("--configfile staged/paper-32b.yaml" in c for c in commands)
+    local = dry_run(tmp_path / "local", "--profile", LOCAL_PROFILE, "--configfile", ROOT / "config.yaml")
+    assert [r.get("slurm_partition") for r in job_resources(local, "preflight")] == [None]
+    assert "results/preflight/local.json" in local
 
 
 def test_default_profile_dry_run_plans_the_miniature_without_gpus(tmp_path):

@@ -27,6 +27,7 @@ COMMANDS = {
     "science": ("ewa.analysis.cli", "combine several seeds' claims into one table and a seed-band plot"),
     "front": ("ewa.analysis.cli", "the report's front page: the study, this run's config and its claims"),
     "plan": ("ewa.plan.cli", "GPUs, memory per GPU, hours and disk of every rule on a profile, before queueing"),
+    "preflight": ("ewa.preflight", "check this node before queueing: sandbox, judge interpreter, GPU stack, free disk"),
 }
 # Commands that read a whole experiment (--configfile) rather than a stage's slice (--config).
 WHOLE_EXPERIMENT = {"plan"}
