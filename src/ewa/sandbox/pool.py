@@ -85,10 +85,6 @@ def worker_sizing(env=None, cgroup_root: str = "/sys/fs/cgroup", cgroup_file: st
             "ranks_on_node": ranks}
 
 
-def default_workers() -> int:
-    return worker_sizing()["workers"]
-
-
 class WorkerDied(Exception):
     """The fork server ended mid-request (e.g. the candidate killed it)."""
 
