@@ -180,4 +180,5 @@ def test_what_the_configs_need():
     paper, mini = validate(paper, partial=True), validate(reduced_config(), partial=True)
     assert min_python(paper) == ((3, 10), ["codecontests", "livecodebench"])
     assert min_python(mini) == (MIN_PYTHON["mini"], ["mini"])
-    assert needs_vllm(paper) and not needs_vllm({**mini, "sample": {**mini["sample"], "backend": "hf"}})
+    assert needs_vllm(paper) == "required" and needs_vllm(mini) == "optional"  # auto: vLLM where it runs
+    assert needs_vllm({**mini, "sample": {**mini["sample"], "backend": "hf"}}) == "no"

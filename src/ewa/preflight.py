@@ -89,9 +89,12 @@ def min_python(config: dict) -> tuple[tuple[int, int], list[str]]:
     return need, sorted(f for f in formats if MIN_PYTHON[f] == need)
 
 
-def needs_vllm(config: dict) -> bool:
-    """Whether a GPU job of this config runs vLLM: colocated in training, or sampling (auto takes vLLM on GPUs)."""
-    return bool(config["grpo"]["use_vllm"]) or config["sample"]["backend"] != "hf"
+def needs_vllm(config: dict) -> str:
+    """Whether a GPU job of this config runs vLLM: "required" (colocated in training, or sample.backend
+    vllm), "optional" (sample.backend auto: vLLM where it runs, else transformers) or "no"."""
+    if config["grpo"]["use_vllm"] or config["sample"]["backend"] == "vllm":
+        return "required"
+    return "optional" if config["sample"]["backend"] == "auto" else "no"
 
 
 # -- the sandbox and its interpreter -----------------------------------------------------------------
@@ -265,49 +268,59 @@ print(json.dumps(out))
 """
 
 
-def gpu_checks(gpus: int, accelerate_config: str | None, vllm: bool) -> tuple[list[Check], dict]:
-    """Driver vs torch's CUDA, vLLM, DeepSpeed's CPU Adam: on a node that asks for or shows GPUs."""
+def gpu_checks(gpus: int, accelerate_config: str | None, vllm: str) -> tuple[list[Check], dict]:
+    """Driver vs torch's CUDA, vLLM, DeepSpeed's CPU Adam: on a node that asks for or shows GPUs. What a job
+    asks for fails; what a node merely shows (the miniature on a workstation) only warns."""
     visible = gpus_visible()
     if not gpus and not visible:
         return [Check("gpu", "skipped", "no GPU asked for (--gpus 0) and none visible (no /dev/nvidia*, no nvidia-smi)")], {}
+    bad = "failed" if gpus else "warning"
     torch = run_python(TORCH_PROBE)
     versions = {k: torch.get(k) for k in ("torch", "cuda", "driver", "devices") if k in torch}
     if "error" in torch:
-        return [Check("gpu", "failed", f"torch does not import: {torch['error']}", GPU_ENV_FIX)], versions
+        return [Check("gpu", bad, f"torch does not import: {torch['error']}", GPU_ENV_FIX)], versions
     if not torch["cuda"]:
         if not gpus:
             return [Check("gpu", "skipped", f"torch {torch['torch']} is a CPU build (GPUs visible, none asked for)")], versions
-        return [Check("gpu", "failed", f"this job asks for {gpus} GPU(s) but torch {torch['torch']} is a CPU build",
+        return [Check("gpu", bad, f"this job asks for {gpus} GPU(s) but torch {torch['torch']} is a CPU build",
                       GPU_ENV_FIX)], versions
     driver = tuple(torch["driver"]) if torch.get("driver") else nvidia_smi_cuda()
     checks = []
     if why := driver_problem(torch["cuda"], driver):
-        checks.append(Check("cuda driver", "failed", why, f"update the NVIDIA driver to one for CUDA {torch['cuda']} "
+        checks.append(Check("cuda driver", bad, why, f"update the NVIDIA driver to one for CUDA {torch['cuda']} "
                             f"(>= 580 for 13.0), or install a torch build for the driver's CUDA"))
     elif gpus and not torch["devices"]:
-        checks.append(Check("cuda driver", "failed", f"this job asks for {gpus} GPU(s) but torch sees none "
+        checks.append(Check("cuda driver", bad, f"this job asks for {gpus} GPU(s) but torch sees none "
                             f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')})",
                             "check the profile's gpu/gres request and the node's driver (nvidia-smi)"))
     else:
         checks.append(Check("cuda driver", "ok", f"driver CUDA {fmt(driver)} runs torch {torch['torch']} "
                             f"(CUDA {torch['cuda']}); {torch['devices']} GPU(s) visible"))
-    if vllm:
+    if vllm == "no":
+        checks.append(Check("vllm", "skipped", "not used (grpo.use_vllm false, sample.backend hf)"))
+    else:
         got = run_python("import json, vllm; print(json.dumps({'vllm': vllm.__version__}))")
         versions["vllm"] = got.get("vllm")
-        checks.append(Check("vllm", "failed", f"vllm does not import: {got['error']}", GPU_ENV_FIX) if "error" in got
-                      else Check("vllm", "ok", f"vllm {got['vllm']} imports"))
-    else:
-        checks.append(Check("vllm", "skipped", "not used (grpo.use_vllm false, sample.backend hf)"))
-    checks.append(deepspeed_check(accelerate_config, torch["cuda"], versions))
+        if "error" not in got:
+            checks.append(Check("vllm", "ok", f"vllm {got['vllm']} imports"))
+        elif vllm == "required":
+            checks.append(Check("vllm", bad, f"vllm does not import: {got['error']}", GPU_ENV_FIX))
+        else:  # sample.backend auto samples with transformers instead: correct, far slower at scale
+            checks.append(Check("vllm", "warning", f"vllm does not import ({got['error']}), so sample.backend auto "
+                                f"samples with transformers", GPU_ENV_FIX))
+    checks.append(deepspeed_check(accelerate_config, torch["cuda"], versions, bad))
     return checks, versions
 
 
-def deepspeed_check(accelerate_config: str | None, torch_cuda: str, versions: dict) -> Check:
+def deepspeed_check(accelerate_config: str | None, torch_cuda: str, versions: dict, bad: str) -> Check:
     """With the optimizer offloaded, accelerate runs DeepSpeedCPUAdam: prebuilt, or compiled on first use
     with g++ and an nvcc of torch's CUDA major version."""
     from ewa.plan.memory import read_sharding
 
-    sharding = read_sharding(accelerate_config)
+    try:
+        sharding = read_sharding(accelerate_config)
+    except ValueError as e:
+        return Check("deepspeed cpu_adam", "failed", str(e), "name a shipped accelerate config or an existing file")
     if not sharding.offload_optimizer:
         return Check("deepspeed cpu_adam", "skipped", f"no optimizer offload ({sharding.source})")
     got = run_python(DEEPSPEED_PROBE)
@@ -315,7 +328,7 @@ def deepspeed_check(accelerate_config: str | None, torch_cuda: str, versions: di
     fix = (f"module load cuda/{torch_cuda} (or set CUDA_HOME to a CUDA {torch_cuda} toolkit) and put g++ on the "
            f"PATH, or install DeepSpeed with DS_BUILD_CPU_ADAM=1")
     if "error" in got:
-        return Check("deepspeed cpu_adam", "failed", f"deepspeed does not import: {got['error']}", GPU_ENV_FIX)
+        return Check("deepspeed cpu_adam", bad, f"deepspeed does not import: {got['error']}", GPU_ENV_FIX)
     if got.get("prebuilt"):
         return Check("deepspeed cpu_adam", "ok", f"deepspeed {got['deepspeed']} ships cpu_adam prebuilt")
     nvcc, release = nvcc_release(os.environ.get("CUDA_HOME"))
@@ -329,7 +342,7 @@ def deepspeed_check(accelerate_config: str | None, torch_cuda: str, versions: di
     elif version_tuple(release)[0] != version_tuple(torch_cuda)[0]:
         missing.append(f"{nvcc} is CUDA {release}, torch CUDA {torch_cuda}")
     if missing:
-        return Check("deepspeed cpu_adam", "failed", f"{sharding.source} offloads the optimizer, so DeepSpeedCPUAdam "
+        return Check("deepspeed cpu_adam", bad, f"{sharding.source} offloads the optimizer, so DeepSpeedCPUAdam "
                      f"compiles on first use, but {'; '.join(missing)}", fix)
     return Check("deepspeed cpu_adam", "ok", f"cpu_adam compiles on first use (g++, {nvcc} CUDA {release})")
 
