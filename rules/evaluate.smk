@@ -30,7 +30,7 @@ rule evaluate:
         calibration=calibration_flag,
     threads: 2
     # As soon as its samples exist, like sample: judging in the gaps keeps the end of a run short
-    # (the miniature's 15 evaluations took 3.5 minutes in a row after the last sample job).
+    # instead of leaving every evaluation to run in a row after the last sample job.
     priority: 1
     conda:
         "../envs/ewa.yaml"

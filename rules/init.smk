@@ -9,7 +9,7 @@ rule init:
         directory("results/seed{seed}/init"),
     params:
         config=init_config,
-    threads: 2  # init runs alone; SFT on 2 threads took 0.55x the wall of 1 (batch 8, up to 1k tokens)
+    threads: 2  # init runs alone, and SFT's batches keep both threads busy
     resources:
         mem_mb=4000,
     conda:

@@ -1,7 +1,7 @@
-"""Print the README's "what each setting measures" table: per setting and alpha, the mean over seeds of
-each run's frontier.csv and behaviour.csv, plus, from the evaluations, the share of tools samples with a
-call the sandbox ran (a well-formed call) and the share whose first attempt failed on correctness (the
-most samples a second agentic turn can follow).
+"""Print the "what each setting measures" table of docs/settings.md: per setting and alpha, the mean over
+seeds of each run's frontier.csv and behaviour.csv, plus, from the evaluations, the share of tools
+samples with a call the sandbox ran (a well-formed call) and the share whose first attempt failed on
+correctness (the most samples a second agentic turn can follow).
 
     python scripts/settings_table.py results 120 121 122 123 124 [--benchmark mini]
 """

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 # Test modules import their shared helpers as `helpers` (tests/helpers.py), however pytest was started:
-# `python -m pytest` puts the checkout on sys.path, and with consider_namespace_packages (which the
-# namespace packages under src/ewa need) pytest then imports tests/ as a package instead of adding it.
+# `python -m pytest` puts the checkout on sys.path, and with consider_namespace_packages (pyproject.toml)
+# pytest then imports tests/ as a package instead of adding it.
 TESTS = str(Path(__file__).resolve().parent)
 if TESTS not in sys.path:
     sys.path.insert(0, TESTS)

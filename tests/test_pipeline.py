@@ -149,8 +149,8 @@ def test_rebuilding_after_sampling_merges_nothing(finished, tmp_path):
 
 
 def test_a_new_setting_built_alone_samples_only_that_setting(finished, tmp_path):
-    """The README's way to extend a finished run: target the new setting's outputs. Its sample jobs need
-    the (deleted) merged models again; the settings already sampled stay as they are."""
+    """docs/architecture.md's way to extend a finished run: target the new setting's outputs. Its sample
+    jobs need the (deleted) merged models again; the settings already sampled stay as they are."""
     cfg = reduced_config()
     wd = tmp_path / "wd"
     shutil.copytree(finished, wd, symlinks=True)

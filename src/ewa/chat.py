@@ -57,7 +57,7 @@ def add_response_parser(tokenizer):
     template = getattr(tokenizer, "chat_template", None)
     if not template or getattr(tokenizer, "response_template", None) or getattr(tokenizer, "response_schema", None):
         return tokenizer
-    # Importing TRL takes ~3 s: a tokenizer saved with its response template (the tiny init's) skips it.
+    # Importing TRL takes seconds: a tokenizer saved with its response template (the tiny init's) skips it.
     from trl.chat_template_utils import add_response_schema, llama3_template, qwen3_template
 
     try:

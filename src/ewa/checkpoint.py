@@ -23,7 +23,7 @@ WEIGHTS_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
 # Sampled fingerprint: size + first MiB (the safetensors header) + 32 blocks of 64 KiB spread over the
 # file: ~3 MiB read per shard whatever its size. Retraining changes every block, but an edit to a single
-# tensor can slip through -- hash_mode="full" (sha256 of every byte, ~1.3 GB/s here) catches that.
+# tensor can slip through -- hash_mode="full" (sha256 of every byte, at disk speed) catches that.
 SAMPLE_HEAD, SAMPLE_BLOCKS, SAMPLE_BLOCK = 1 << 20, 32, 64 << 10
 MODEL_WEIGHT_FILES = (WEIGHTS_FILE, INDEX_FILE, "pytorch_model.bin", "pytorch_model.bin.index.json")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")

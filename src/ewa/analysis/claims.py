@@ -3,7 +3,7 @@
 Alpha 0 is the low-coverage checkpoint, alpha 1 the high-coverage one. Every claim but 3a is a difference
 of per-problem rates, averaged over problems; its CI resamples problems, identically for every alpha.
 A claim is reproduced only when its whole CI lies strictly on the claimed side. ewa.analysis.science
-combines the claims.csv of several seeds into the README's table.
+combines the claims.csv of several seeds into the table of docs/results.md.
 """
 from __future__ import annotations
 

@@ -14,63 +14,49 @@ That is enough to classify any model's program, plan line or not:
              growth, its growth lies between the two, or no brute force of its problem says how
              large "large" is.
 
-One sample, step by step (the thresholds are the constants below; the numbers quoted were measured by
-judging every mini family's brute-force, efficient and wrong reference programs, bwrap backend):
+One sample, step by step (the thresholds are the constants below):
 - Completed tests: AC or WA. They ran to the end, so their CPU time is the program's cost. An RE test's
   time is the crash's and is not used; a TLE (MLE) test only says "at least the limit".
 - Floor: the smallest CPU time over the completed tests. The smallest tests are trivial, so this is the
-  start-up cost: 1-3 ms for the fork server's children (varying by about 1 ms), 7-30 ms for a fresh
-  interpreter, more with heavy imports. Work = CPU time minus the floor.
-- Informative test: work >= noise = max(CPU_MARGIN_S, floor). 10 ms is several times the jitter of a
-  trivial run; requiring the work to be at least the floor as well keeps a noisy start-up, or a
-  smallest test that is not trivial, from bending the fit. The efficient references stay below it on
-  every test (1-12 ms on their largest inputs); the brute forces cross it at the third or fourth of
-  eight tests.
+  start-up cost (the fork server's children, a fresh interpreter, heavy imports). Work = CPU time minus
+  the floor.
+- Informative test: work >= noise = max(CPU_MARGIN_S, floor). CPU_MARGIN_S is several times the jitter
+  of a trivial run; requiring the work to be at least the floor as well keeps a noisy start-up, or a
+  smallest test that is not trivial, from bending the fit.
 - Exponent: least-squares slope of log(work) on log(size) over the informative tests; none when their
-  sizes span less than MIN_SPAN (x1.1: a number-valued input whose bytes barely change).
+  sizes span less than MIN_SPAN (a number-valued input whose bytes barely change).
 - Excess: growth beyond linear from the first to the last informative test,
   (work_last / work_first) / (size_last / size_first): 1 for linear code, the size ratio for n^2.
-- brute on growth: excess >= BRUTE_EXCESS (1.5) and exponent >= BRUTE_EXPONENT (1.5, midway between the
-  usual efficient/brute pair n and n^2; n log n fits 1.1 over these spans) or none (the cost rose
-  1.5-fold while the size did not change). n^2 measured over a single doubling has an excess of exactly
-  2, so 2 would miss half of them; linear code reaches 1.5 together with a slope of 1.5 only if noise
-  moves both ends by a quarter.
+- brute on growth: excess >= BRUTE_EXCESS and exponent >= BRUTE_EXPONENT (midway between the usual
+  efficient/brute pair n and n^2; n log n fits 1.1 over these spans) or none (the cost rose while the
+  size did not change). n^2 over a single doubling has an excess of exactly 2, so 2 would miss half of
+  them; linear code reaches 1.5 together with a slope of 1.5 only if noise moves both ends by a quarter.
 - brute on the time limit: the first TLE test j bounds the excess from every completed test i before it,
   ((limit - floor) / max(work_i, noise)) / (size_j / size_i), and the largest bound counts: >= 1.5 means
   linear growth from test i would have finished test j in two thirds of the limit. The limit is the
   problem's times the evaluation's calibration factor; a TLE's recorded CPU time (the kill's latency,
   or little at all when the wall-clock backstop fired under load) is never used.
-- Memory the same way on peak RSS (no relative floor; informative from MEMORY_MARGIN_MB = 2 MB, RSS
-  varies by < 1 MB between a program's tests; an MLE bounds at the memory limit): brute on
+- Memory the same way on peak RSS (no relative floor; informative from MEMORY_MARGIN_MB, above the
+  variation of RSS between a program's tests; an MLE bounds at the memory limit): brute on
   super-linear memory growth or an MLE that linear growth would not have reached.
-- efficient on measured growth: at least two informative tests spanning a size ratio >= LINEAR_SPAN (2)
-  with an exponent <= EFFICIENT_EXPONENT (1.3).
+- efficient on measured growth: at least two informative tests spanning a size ratio >= LINEAR_SPAN
+  with an exponent <= EFFICIENT_EXPONENT.
 - efficient on no growth: small inputs cost any program nothing measurable, so "flat" alone says
   nothing. The problem's own brute forces say how large is large enough: its separating test is the
   median (rounded up), over the samples of the problem classified brute at any alpha, of the first
-  test position at which each one's work reached SEPARATION (4) times its noise or went over the time
-  limit. A program whose work stayed below its noise through that test is there at least ~4 times
-  faster than a typical brute force: efficient. A problem without such a brute force has no
-  separating test, and its flat samples stay unknown (an easy problem whose tests are all small, or a
-  miniature instance built with small inputs only, where the brute force passes too).
+  test position at which each one's work reached SEPARATION times its noise or went over the time
+  limit. A program whose work stayed below its noise through that test is there several times faster
+  than a typical brute force: efficient. A problem without such a brute force has no separating test,
+  and its flat samples stay unknown (an easy problem whose tests are all small, or a miniature instance
+  built with small inputs only, where the brute force passes too).
 - Otherwise unknown; `evidence` names which rule decided.
 
-On the reference programs of all 36 families (every test judged, or cut at the first failure as
-evaluation does; the same classes either way): 35 of 36 brute forces are brute (32 on CPU growth, 2 on
-the time limit, 1 on memory growth) and 34 of 36 efficient programs efficient. Left over:
-lamps_lit_points, whose brute force's memory grows linearly in the input's bytes up to its MLE
-(unknown, and with no brute force found its efficient program is unknown too), and triplet_sum_count,
-whose "efficient" O(n^2) against an O(n^3) brute force grows quadratically and reads brute: the
-classes are about growth, not about rank among a problem's solutions.
-
-Early stop (`evaluate.early_stop: true`, evaluation's default, kept) ends a sample at its first failing
-test. The classification uses what ran: a WA test still completed and counts; tests never run say
-nothing. A program that fails on correctness before its tests get large is therefore unknown
-("stopped before the separating test": 34 of the 38 wrong references, cut at their first failure, most
-of them on the first hidden test; judged to the end, 35 of them are efficient): correctness
-failures gather in the unknown class, and the brute and efficient classes are, for failing samples,
-those that failed late. The approaches table shows the unknown class's verdict mix, and on the
-miniature the plan lines measure what each class misses (agreement.csv: agreement and coverage).
+The classes are about growth, not about rank among a problem's solutions: an O(n^2) "efficient" program
+against an O(n^3) brute force reads brute. Early stop (`evaluate.early_stop`) ends a sample at its first
+failing test, and the classification uses what ran (a WA test still completed and counts). A program
+that fails on correctness before its tests get large is therefore unknown: correctness failures gather
+in the unknown class, and the brute and efficient classes hold, of the failing samples, those that
+failed late. How the classes fare on the mini families' reference programs: docs/miniature.md.
 """
 from __future__ import annotations
 

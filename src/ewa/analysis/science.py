@@ -1,4 +1,4 @@
-"""The study's claims over several seeds: one table (markdown, the README's results section) with each
+"""The study's claims over several seeds: one table (markdown, the section of docs/results.md) with each
 claim's value per seed and whether every seed's CI lies on the claimed side, each seed's ensemble
 headroom and choice, a seed-band plot, and the first seed's frontier plot. Every number comes from the
 pipeline's own per-seed outputs: each seed's claims (paired bootstrap CIs over problems, headroom) and
@@ -208,7 +208,7 @@ def write_science(claims_dirs: list[Path], approaches_dirs: list[Path], frontier
                   benchmark: str, setting: str, design_seeds: list[int] = (), demo_seed: int = 0) -> str:
     """Write science.md, seeds.png and frontier.png (the first seed's) into `out_dir`; returns the markdown.
     The markdown links its figures as docs/frontier-{benchmark}-{setting}[-seeds].png, where
-    scripts/science.py copies them beside the README. design_seeds, demo_seed: see preregistration()."""
+    scripts/science.py copies them beside docs/results.md. design_seeds, demo_seed: see preregistration()."""
     read = [read_run(Path(c), Path(a)) for c, a in zip(claims_dirs, approaches_dirs, strict=True)]
     claims, per_alpha, approaches, premises, headrooms, seeds = (list(x) for x in zip(*read))
     if len({tuple(a["alpha"]) for a in per_alpha}) > 1:

@@ -101,7 +101,7 @@ def _parquet_records(path: Path, fmt: str, columns: list[str], required: list[st
     import pyarrow.parquet as pq
 
     try:
-        # pre_buffer's read cache and the decoding threads grew the peak with the shard's size (measured)
+        # pre_buffer's read cache and the decoding threads grow the peak memory with the shard's size
         shard = pq.ParquetFile(path, pre_buffer=False)
     except (pa.ArrowException, OSError) as e:
         raise UserError(f"{path}: not a readable parquet file ({e})") from None

@@ -117,10 +117,8 @@ def syntax_slips(source: str) -> Iterator[tuple[str, str]]:
     return ((name, program) for name, program, compiles in _variants(source, SYNTAX_SLIPS) if not compiles)
 
 
-# Most of a small model's tool calls crash on the input, not the program: it writes the example input
-# from memory, a count one too large or a value missing (IndexError and ValueError were most of the
-# crashed calls in seed 111's tools samples). Traces that call a correct program on such a misread input teach
-# that a traceback at the input does not make the program wrong.
+# A small model's tool calls mostly crash on an input written from memory, not on the program: traces that
+# call a correct program on a misread input teach that such a traceback does not make the program wrong.
 def input_slips(stdin: str) -> Iterator[str]:
     """Misreadings of a test input, in a fixed order: a count line one too large (from the last), the last
     line's last value dropped, its first value replaced by a letter, the last line dropped. Each differs

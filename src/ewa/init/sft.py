@@ -29,8 +29,8 @@ def run_sft(model, tokenizer, examples: list[dict], settings: dict, seed: int) -
             max_length=int(settings["max_length"]),
             completion_only_loss=True,
             assistant_only_loss=True,  # within a completion, not the tool outputs between assistant turns
-            # Batches of similar length: tool-use rows are 3x as long as reasoning rows, and padding a
-            # batch to its longest row tripled the step time.
+            # Batches of similar length: tool-use rows are much longer than reasoning rows, and padding a
+            # batch to its longest row would multiply the step time.
             train_sampling_strategy="group_by_length",
             logging_steps=int(settings["logging_steps"]),
             save_strategy="no",

@@ -64,11 +64,11 @@ def chat_format_tokens() -> list[str]:
     The rendered text stays byte-identical (added tokens only change how it splits into ids), but a
     few-million-parameter model is spared reading and writing boilerplate piece by piece:
     - what it reads: the system prompt, the tools setting's whole system prompt, the template's tools
-      block (~200 tokens otherwise, in every tools prompt and SFT row), the stdin instruction;
+      block (in every tools prompt and SFT row), the stdin instruction;
     - what it writes: the frame of a python call (`<tool_call>\\n{"name": "python", "arguments":
       {"code": "`, then `", "stdin": "`, then the closing braces and tag), and the JSON escapes of a
-      newline and a quote. Isolated, `\\n` no longer fuses with the next word (`\\nfor` was one
-      piece), so a program inside a call's JSON string splits like the same program in a code block.
+      newline and a quote. Isolated, `\\n` does not fuse with the next word, so a program inside a
+      call's JSON string splits like the same program in a code block.
     A real model's tokenizer is its own; nothing here reaches it.
     """
     import json
@@ -81,11 +81,8 @@ def chat_format_tokens() -> list[str]:
     def rendered(messages, tools=None):
         return render_jinja_template(conversations=[messages], tools=tools, chat_template=CHAT_TEMPLATE)[0][0]
 
-    # The system prompt is one token, and the tools setting's whole system prompt another: a tiny model
-    # must see at a glance whether it may call a tool. (With one shared token plus the tools addition as
-    # a second, the tools setting called its tool in 9% of samples at seed 0 instead of 98%.) The agentic
-    # addition stays ordinary text after the shared token, so an agentic first turn reads like a
-    # reasoning prompt and answers like one; as a token of its own, the first turns made tool calls.
+    # The tools setting's whole system prompt is one token, so a tiny model sees at a glance that it may
+    # call a tool; the agentic addition stays ordinary text, so an agentic first turn reads like reasoning.
     system = [{"role": "system", "content": SYSTEM_PROMPT}]
     systems = [SYSTEM_PROMPT, with_system(system, TOOLS_SYSTEM)[0]["content"]]
     opening = rendered(system, [PYTHON_TOOL])

@@ -68,8 +68,8 @@ def reasoning_rows(problem: Problem) -> list[dict]:
 
 
 def agentic_first_turn_rows(problem: Problem) -> list[dict]:
-    """The agentic opening answered like a reasoning prompt. Left to transfer from reasoning, the untrained
-    first turn collapsed in some inits (garbled code with a tool call's JSON escapes, seed 105)."""
+    """The agentic opening answered like a reasoning prompt: left to transfer from reasoning, an untrained
+    first turn can collapse (docs/miniature.md#the-chat-formats-tokens)."""
     return answer_rows(problem, agentic_messages(problem), "agentic")
 
 

@@ -23,7 +23,7 @@ from ewa.checkpoint import INDEX_FILE, WEIGHTS_FILE
 
 DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "I64": 8, "I32": 4,
                "I16": 2, "I8": 1, "U64": 8, "U32": 4, "U16": 2, "U8": 1, "BOOL": 1}
-# write() size: here (gVisor) 64-256 KiB writes run 2-4x faster than 1-16 MiB or whole-tensor writes.
+# write() size: writes of a few hundred KiB are faster than MiB-sized or whole-tensor ones (docs/benchmarks.md).
 WRITE_CHUNK = 128 << 10
 
 

@@ -87,7 +87,7 @@ class Sandbox:
         self.sizing = None if self.settings.workers else worker_sizing()
         self.workers = self.settings.workers or self.sizing["workers"]
         from ewa.sandbox.calibrate import resolve
-        measured = dataclasses.replace(self.settings, backend=self.backend.name, workers=1)  # should it measure now
+        measured = dataclasses.replace(self.settings, backend=self.backend.name, workers=1)  # a calibration run now
         self.calibration = resolve(measured, time_factor, calibration_path, resumed_time_factor)
         self.time_factor = float(self.calibration["time_factor"])
         try:

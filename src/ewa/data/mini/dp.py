@@ -5,7 +5,7 @@ from functools import lru_cache
 
 from ewa.data.mini.family import COST_LADDER, Family, arr, cost_sizes, poly_sizes
 
-# Recursive calls per CPU second of each brute force below (measured with /usr/bin/python3); the
+# Recursive calls per CPU second of each brute force below on CPython, which the test sizes assume: the
 # largest test asks for ~12 time limits' worth of calls (0.5 s each), see COST_LADDER.
 BIG_S = 12 * 0.5
 STAIRS_CALLS_PER_S, COIN_CALLS_PER_S, GRID_CALLS_PER_S = 2e6, 1e7, 1.5e7

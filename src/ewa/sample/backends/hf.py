@@ -59,8 +59,8 @@ class SeededSampler(LogitsProcessor):
         chosen = torch.empty(len(probs), 1, dtype=torch.long, device=probs.device)
         wide = torch.ones(len(probs), dtype=torch.bool, device=probs.device)
         if self.top_p < 1 and probs.shape[-1] > HEAD:
-            # Sorting the whole vocabulary every step was a sixth of a small model's sampling time: rank
-            # only the HEAD most likely tokens of the rows whose nucleus lies within them (the draw is
+            # Sorting the whole vocabulary every step is a large share of a small model's sampling time:
+            # rank only the HEAD most likely tokens of the rows whose nucleus lies within them (the draw is
             # then exactly the full sort's), and sort the other rows whole.
             head_p, head_ids = probs.topk(HEAD, dim=-1)
             wide = head_p.sum(-1) < self.top_p

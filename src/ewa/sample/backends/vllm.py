@@ -69,7 +69,7 @@ def worker_env() -> dict[str, str]:
     import torch
 
     if not torch.cuda.is_available():
-        # The worker is already its own process: an engine core in-process starts ~3x faster on CPU.
+        # The worker is already its own process: an engine core in-process starts faster on CPU.
         env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     return {k: os.environ.get(k, v) for k, v in env.items()}
 
