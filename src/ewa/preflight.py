@@ -161,7 +161,7 @@ def sandbox_checks(section: dict, whole: dict, probe_root: Path) -> tuple[list[C
                                    f"{(run.stderr.strip().splitlines() or [''])[-1]}")
             escaped = containment(sb, probe_root)
             isolated = sb.backend.isolated
-    except (UserError, RuntimeError, OSError) as e:
+    except (ValueError, RuntimeError, OSError) as e:  # UserError included
         checks.append(Check("sandbox", "failed", f"{name}: {e}", sandbox_fix(name)))
     else:
         where = f"{sb.backend.name} ran a program and contained the probe (network, write, read)"
