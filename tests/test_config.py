@@ -69,11 +69,20 @@ def test_snakemake_stops_on_a_bad_key_with_one_line(tmp_path):
 
 
 def test_schema_defaults_are_the_stage_defaults():
-    """The schema documents each stage's knobs; the stage modules must agree with it."""
+    """The schema documents each stage's knobs and is their only default: a section built the way the
+    CLI builds a stage's is the validated config's."""
     config = validate({})
     assert config["model"]["tiny"] == tiny_settings() == section("model")["tiny"]
     assert config["model"]["sft"] == sft_settings() == section("model")["sft"]
     assert config["grpo"] == grpo_settings() == section("grpo")
+
+
+def test_the_tiny_models_heads_are_checked_with_the_config():
+    """Checked when the config is read, for the tiny init only (a local model ignores model.tiny)."""
+    odd = {"hidden_size": 32, "num_heads": 3, "num_kv_heads": 1}
+    with pytest.raises(ConfigError, match=r"^config: key 'model.tiny': hidden_size must divide by num_heads"):
+        section("model", {"tiny": odd})
+    assert section("model", {"init": "/models/qwen", "tiny": odd})["tiny"]["num_heads"] == 3
 
 
 def test_a_config_file_that_is_not_utf8_is_one_line_naming_it(tmp_path):
