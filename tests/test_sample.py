@@ -287,6 +287,7 @@ def test_cli_reasoning_writes_records_and_provenance(pico, problems_file, tmp_pa
     assert [(r["problem_id"], r["sample_id"]) for r in records] == [(p, i) for p in ("add", "echo", "sq") for i in (0, 1)]
     for r in records:
         assert r["code"] == "print(input())\n" and r["completion"].startswith(settings["assistant_prefix"])
+        assert r["submitted"] == "answer"
         assert 1 <= r["tokens_generated"] <= 8 and r["turns"] == 1 and r["tool_calls"] == 0
         assert (r["setting"], r["model"], r["backend"]) == ("reasoning", pico, "hf")
         assert r["params"]["seed"] == 3 and r["params"]["n"] == 2
@@ -375,8 +376,8 @@ def test_tools_submission_is_never_the_code_inside_a_call(pico, sandbox):
     setting = setting_class("tools")(cfg, load_tokenizer(pico), sandbox, workers=1)
     samples = [setting.start(p, 0) for p in problems()[:2]]
     setting.run(samples, Scripted(script))
-    assert samples[0].code is None and samples[0].tool_calls == 1
-    assert samples[1].code == "print(input())\n" and samples[1].tool_calls == 0
+    assert samples[0].code is None and samples[0].tool_calls == 1 and samples[0].submitted is None
+    assert samples[1].code == "print(input())\n" and samples[1].tool_calls == 0 and samples[1].submitted == "restated"
 
 
 def test_all_calls_and_turns_share_one_token_budget(pico, sandbox):

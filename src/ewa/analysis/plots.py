@@ -72,7 +72,8 @@ def plot_frontier(frontier: pd.DataFrame, stem: Path, formats=("png", "svg")) ->
     handles.append(Line2D([], [], marker="o", ls="", markerfacecolor="none", markeredgecolor="crimson",
                           markersize=11, label="Pareto-optimal"))
     ax.legend(handles=handles, loc="best", frameon=False)
-    ax.set_xlabel("correctness-failure rate (WA + RE + CE)")
+    # a sample with no program is CE too: behaviour.csv's no_answer_share says how much of the rate it is
+    ax.set_xlabel("correctness-failure rate (WA + RE + CE, no answer counted as CE)")
     ax.set_ylabel("optimization-failure rate (TLE + MLE)")
     ax.set_title("Correctness-efficiency frontier across alphas")
     ax.margins(0.12)

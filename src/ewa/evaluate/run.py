@@ -13,7 +13,11 @@ Each row names the judge semantics its problem was judged under (`judge`; ewa.sa
 the file's provenance records the name, version and description of every one used (`judge`).
 
 A sample whose `code` is null (its setting found no answer) is CE; evaluation never re-extracts code
-from its completion (see `submission`).
+from its completion (see `submission`). The study counts it as a correctness failure like any CE, but
+the row keeps the two apart in `ce_kind`: "no_answer" for a sample with no program (a tools sample
+whose model ran its program and never restated it, an answer cut off by the budget), "compile" for a
+program the judge would not run (a syntax error, a source over sandbox.max_source_bytes), null when the
+verdict is not CE. Files written before the column have none; the analysis reads that as unknown.
 
 A multi-turn sample (agentic: `turn_codes` lists every turn's program) also has its first attempt
 judged: `first_verdict` is that verdict, so first-attempt and final solve rates can be compared. For a
@@ -35,16 +39,18 @@ from ewa.io import atomic_path, exclusive_output, provenance, read_jsonl, sha256
 from ewa.problems import Problem, problems_by_id
 from ewa.sandbox.extract import extract_code
 from ewa.sandbox.results import SampleResult
+from ewa.verdicts import CE
 
 CHUNK = 64
-RESULT_COLUMNS = ("problem_id", "sample_id", "duplicate_of", "judge", "verdict", "first_verdict", "tests_passed",
-                  "tests_total",
+RESULT_COLUMNS = ("problem_id", "sample_id", "duplicate_of", "judge", "verdict", "ce_kind", "first_verdict",
+                  "tests_passed", "tests_total",
                   "first_failed_test", "first_failed_tier", "cpu_time_s", "peak_memory_mb", "tests",
                   "backstop_kills")
 TEST_TYPE = pa.list_(pa.struct([("index", pa.int64()), ("verdict", pa.string()), ("cpu_time_s", pa.float64()),
                                 ("wall_time_s", pa.float64()), ("peak_memory_mb", pa.float64()),
                                 ("tier", pa.int64()), ("error", pa.string()), ("wall_backstop", pa.bool_())]))
 ERROR_CHARS = 500
+NO_ANSWER, COMPILE = "no_answer", "compile"  # the two kinds of CE (`ce_kind`)
 
 
 def submission(rec: dict, where: str) -> str | None:
@@ -114,9 +120,17 @@ def load_tiers(path: str, problems: dict[str, Problem]) -> dict[str, list[int]]:
     return tiers
 
 
+def ce_kind(code: str | None, r: SampleResult) -> str | None:
+    """Why a sample is CE: "no_answer" (no program to judge), "compile" (a program that did not compile,
+    or was too long to); None when it is not CE."""
+    if r.verdict != CE:
+        return None
+    return NO_ANSWER if code is None else COMPILE
+
+
 def row(sample: dict, order: int, r: SampleResult, duplicate_of=None, first: SampleResult | None = None) -> dict:
     out = {"_order": order, "problem_id": sample["problem_id"], "sample_id": sample["sample_id"],
-           "duplicate_of": duplicate_of, "judge": r.judge, "verdict": r.verdict,
+           "duplicate_of": duplicate_of, "judge": r.judge, "verdict": r.verdict, "ce_kind": ce_kind(sample["code"], r),
            "first_verdict": (first or r).verdict, "tests_passed": r.tests_passed,
            "tests_total": r.tests_total,
            "first_failed_test": r.first_failed_test, "first_failed_tier": r.first_failed_tier,

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 class ToolsConfig:
     max_tool_calls: int  # Python tool calls per sample
     time_limit_s: float  # CPU limit of one tool call
+    submit: str  # "restated" | "last_run": what a sample submits when the model does not restate its program
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class SampleConfig:
         one run's, and is not read. `stream` names the model sampled, so that different models draw
         independent samples."""
         typed = {"temperature": float(sample["temperature"]), "top_p": float(sample["top_p"]),
-                 "tools": ToolsConfig(sample["tools"]["max_tool_calls"], float(sample["tools"]["time_limit_s"])),
+                 "tools": ToolsConfig(**{**sample["tools"], "time_limit_s": float(sample["tools"]["time_limit_s"])}),
                  "agentic": AgenticConfig(**sample["agentic"]), "seed": int(seed),
                  "stream": "" if sample["common_random_numbers"] else stream}
         return cls(**{f.name: typed[f.name] if f.name in typed else sample[f.name] for f in dataclasses.fields(cls)})

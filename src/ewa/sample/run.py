@@ -23,8 +23,9 @@ from ewa.sample.config import SampleConfig
 from ewa.sample.records import PartialWriter, partial_path, read_partial
 from ewa.sample.settings import Sample, setting_class
 
-RECORD_FIELDS = ("problem_id", "sample_id", "seed", "setting", "model", "backend", "code", "turn_codes",
-                 "completion", "tokens_generated", "turns", "tool_calls", "tool_outcomes", "finish_reason", "params")
+RECORD_FIELDS = ("problem_id", "sample_id", "seed", "setting", "model", "backend", "code", "submitted",
+                 "turn_codes", "completion", "tokens_generated", "turns", "tool_calls", "tool_outcomes", "finish_reason",
+                 "params")
 
 
 def provenance_path(out: str | os.PathLike) -> Path:
@@ -36,9 +37,9 @@ def record(s: Sample, expect: dict) -> dict:
     """One JSONL record: the submission, the transcript, and all that is needed to regenerate it."""
     return {
         "problem_id": s.problem.id, "sample_id": s.sample_id, "seed": s.seed, "code": s.code,
-        "turn_codes": s.turn_codes, "completion": s.completion, "tokens_generated": s.tokens_generated,
-        "turns": s.turns, "tool_calls": s.tool_calls, "tool_outcomes": s.tool_outcomes,
-        "finish_reason": s.finish_reason, **expect,
+        "submitted": s.submitted, "turn_codes": s.turn_codes, "completion": s.completion,
+        "tokens_generated": s.tokens_generated, "turns": s.turns, "tool_calls": s.tool_calls,
+        "tool_outcomes": s.tool_outcomes, "finish_reason": s.finish_reason, **expect,
     }
 
 

@@ -31,6 +31,9 @@ class Sample:
     prompt: str = ""  # the rendered conversation the last generate call continued
     completion: str = ""  # the transcript after the opening messages, once done
     code: str | None = None
+    # where `code` came from: "answer" (an answer's last python block: reasoning, agentic), "restated" (tools:
+    # the last block written outside tool calls), "last_run" (tools: the last program the tool ran); None: no code
+    submitted: str | None = None
     turn_codes: list = field(default_factory=list)  # every submitted program, one per answer turn
     tool_outcomes: list = field(default_factory=list)  # per tool call: the sandbox status, or why it did not run
     tokens_generated: int = 0

@@ -43,6 +43,7 @@ class Agentic(Setting):
                 else:
                     s.messages.append({"role": "user", "content": note})
         for s in samples:
+            s.submitted = "answer" if s.code is not None else None
             s.completion = self.transcript(s)
 
     def _judge_public(self, s, code):

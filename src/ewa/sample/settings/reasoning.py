@@ -23,4 +23,5 @@ class Reasoning(Setting):
             s.turns, s.done = 1, True
             s.completion = s.assistant
             s.code = extract_code(s.assistant)
+            s.submitted = "answer" if s.code is not None else None
             s.turn_codes = [s.code]

@@ -5,7 +5,12 @@ turn is parsed with the tokenizer's response parser, every call's code runs in t
 (tools.time_limit_s) and its output comes back as a `tool` message the template renders. A malformed or
 unknown call gets a `tool` message saying so. The sample ends with the first turn that calls no tool
 (or when its token budget, tools.max_tool_calls + 1 turns, or the context runs out); its submission is
-the last fenced python block the model wrote outside tool calls.
+the last fenced python block the model wrote outside tool calls (`submitted: restated`).
+
+A model may run its program and then only say that it works. With tools.submit `restated` that sample
+has no submission (CE, no_answer in evaluation); with `last_run` it submits the last program the sandbox
+ran for a call (`submitted: last_run`), whatever its outcome, when no block was written after that call.
+A block written after the last run is the submission in both modes.
 """
 from __future__ import annotations
 
@@ -52,7 +57,8 @@ class Tools(Setting):
                 s.turns += 1
                 code = extract_code(turn.content)
                 if code is not None:
-                    s.code = code  # the last program written outside tool calls
+                    s.code, s.submitted = code, "restated"  # the last program written outside tool calls
+                    s.extra["restated_turn"] = s.turns
                 if not turn.tool_calls and not turn.error:
                     s.done = True  # a final answer
                 elif s.turns >= max_turns or (turn.error and c.finish_reason == "length"):
@@ -63,8 +69,23 @@ class Tools(Setting):
             for (s, _), messages in zip(pending, replies):
                 s.messages += messages
         for s in samples:
+            if self.config.tools.submit == "last_run":
+                self._submit_last_run(s)
             s.turn_codes = [s.code]
             s.completion = self.transcript(s)
+
+    @staticmethod
+    def _submit_last_run(s) -> None:
+        """The last program the tool ran becomes the submission when no block was written after its call.
+
+        A turn's calls follow its text, so a call of the turn that wrote the last block came after it; a run
+        of that very program (up to surrounding whitespace) leaves the submission restated.
+        """
+        if "last_run" not in s.extra:
+            return
+        turn, code = s.extra["last_run"]
+        if turn >= s.extra.get("restated_turn", 0) and code.strip() != (s.code or "").strip():
+            s.code, s.submitted = code, "last_run"
 
     def _answer_calls(self, item) -> list[dict]:
         """The `tool` messages answering a turn's calls (each one that can run runs in the sandbox)."""
@@ -86,6 +107,7 @@ class Tools(Setting):
                                                time_limit_s=self.config.tools.time_limit_s,
                                                memory_limit_mb=s.problem.memory_limit_mb)
                 outcome, text = result.status, tool_output(result, self.config.tools.time_limit_s)
+                s.extra["last_run"] = (s.turns, call.arguments["code"])  # whatever its outcome: it ran
             s.tool_outcomes.append(outcome)
             replies.append({"role": "tool", "name": call.name, "content": text})
         return replies
