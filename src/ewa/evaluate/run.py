@@ -129,8 +129,10 @@ def ce_kind(code: str | None, r: SampleResult) -> str | None:
 
 
 def row(sample: dict, order: int, r: SampleResult, duplicate_of=None, first: SampleResult | None = None) -> dict:
+    # a sample without a `code` key (a caller building rows for programs it judged itself) had a program
+    kind = ce_kind(sample.get("code", ""), r)
     out = {"_order": order, "problem_id": sample["problem_id"], "sample_id": sample["sample_id"],
-           "duplicate_of": duplicate_of, "judge": r.judge, "verdict": r.verdict, "ce_kind": ce_kind(sample["code"], r),
+           "duplicate_of": duplicate_of, "judge": r.judge, "verdict": r.verdict, "ce_kind": kind,
            "first_verdict": (first or r).verdict, "tests_passed": r.tests_passed,
            "tests_total": r.tests_total,
            "first_failed_test": r.first_failed_test, "first_failed_tier": r.first_failed_tier,
