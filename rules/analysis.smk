@@ -11,7 +11,9 @@ rule frontier:
         evals=frontier_evals,
         problems="results/seed{seed}/data/{benchmark}/problems.jsonl",
     output:
-        *[f"{FRONTIER_DIR}/{name}" for name in frontier_files() if not name.endswith(".png")],
+        *[f"{FRONTIER_DIR}/{name}" for name in frontier_files() if not name.endswith(".png") and name != "behaviour.csv"],
+        report(f"{FRONTIER_DIR}/behaviour.csv", caption="../report/behaviour.rst", category="Behaviour",
+               subcategory="seed {seed}: {benchmark} / {setting}"),
         *[report(f"{FRONTIER_DIR}/{plot}.png", caption=f"../report/{plot}.rst", category=category,
                  subcategory="seed {seed}: {benchmark} / {setting}")
           for plot, category in PLOT_CAPTIONS.items()],

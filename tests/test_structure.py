@@ -70,7 +70,7 @@ def planned_commands(config_file: Path) -> dict[str, list[str]]:
     for line in (r.stdout + r.stderr).splitlines():
         if m := re.match(r"(?:local)?rule (\w+):", line.strip()):
             rule = m[1]
-        elif line.startswith("Shell command: ewa ") and rule:
+        elif re.match(r"Shell command: (\S+=\S+ )*ewa ", line) and rule:  # GPU jobs may set an env var first
             commands.setdefault(rule, []).append(line)
     return commands
 

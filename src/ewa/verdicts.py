@@ -15,6 +15,9 @@ VERDICTS = (AC, WA, TLE, MLE, RE, CE)  # the column order of every verdict-count
 FAILURE_VERDICTS = {"optimization": (TLE, MLE), "correctness": (WA, RE, CE)}
 OPTIMIZATION_FAILURES = frozenset(FAILURE_VERDICTS["optimization"])
 CORRECTNESS_FAILURES = frozenset(FAILURE_VERDICTS["correctness"])
+# The two kinds of CE an evaluation row tells apart (`ce_kind`): no program was submitted at all, or the
+# program did not compile. Both are correctness failures; the study reports how much of CE is each.
+NO_ANSWER, COMPILE = "no_answer", "compile"
 
 
 def failure_class(verdict: str) -> str | None:

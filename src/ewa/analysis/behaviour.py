@@ -14,11 +14,11 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from ewa.verdicts import AC, CE
+from ewa.verdicts import AC, CE, NO_ANSWER
 
 # Values the evaluation rows and sample records hold (ewa.evaluate.run's `ce_kind`, the tools setting's
 # `submitted`), spelled here so the analysis does not import the stages.
-NO_ANSWER, LAST_RUN = "no_answer", "last_run"
+LAST_RUN = "last_run"  # a sample record's `submitted` when it submits the last program its tool ran
 
 COLUMNS = ("alpha", "samples", "ce_share", "no_answer_share", "last_run_share", "tool_call_share", "tool_ran_share",
            "tool_calls_per_sample", "multi_turn_share", "first_ac_rate", "final_ac_rate", "revised_share", "tokens_per_sample")

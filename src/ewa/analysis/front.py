@@ -27,6 +27,7 @@ CATEGORIES = (
     ("pass@k", "solve rate per alpha as the sample budget grows"),
     ("Ensembles", "matched-budget mixtures of alphas against the best single alpha"),
     ("Complementarity", "which problems each alpha solves that the others do not"),
+    ("Behaviour", "what each setting did per alpha: tool calls, turns, answers missing (no_answer) among CE"),
     ("Claims", "each claim with its bootstrap interval and verdict; what each alpha writes (approaches)"),
 )
 

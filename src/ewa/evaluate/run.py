@@ -39,7 +39,7 @@ from ewa.io import atomic_path, exclusive_output, provenance, read_jsonl, sha256
 from ewa.problems import Problem, problems_by_id
 from ewa.sandbox.extract import extract_code
 from ewa.sandbox.results import SampleResult
-from ewa.verdicts import CE
+from ewa.verdicts import CE, COMPILE, NO_ANSWER
 
 CHUNK = 64
 RESULT_COLUMNS = ("problem_id", "sample_id", "duplicate_of", "judge", "verdict", "ce_kind", "first_verdict",
@@ -50,7 +50,6 @@ TEST_TYPE = pa.list_(pa.struct([("index", pa.int64()), ("verdict", pa.string()),
                                 ("wall_time_s", pa.float64()), ("peak_memory_mb", pa.float64()),
                                 ("tier", pa.int64()), ("error", pa.string()), ("wall_backstop", pa.bool_())]))
 ERROR_CHARS = 500
-NO_ANSWER, COMPILE = "no_answer", "compile"  # the two kinds of CE (`ce_kind`)
 
 
 def submission(rec: dict, where: str) -> str | None:
