@@ -154,7 +154,8 @@ def test_the_advice_is_a_change_that_fits_and_vllm_is_not_shrunk_below_its_need(
     assert rc == 1 and train["peak_gb"] > 80
     assert "largest: vLLM 24.0 GB, of which vLLM needs 20.0 GB at TP 2; fix: set " \
            "grpo.trl.vllm_enable_sleep_mode: true (65.2 GB;" in err[0], err[0]
-    assert "micro-batch 1 alone needs 73.9 GB" in err[0] and "vllm_gpu_memory_utilization" not in err[0]
+    assert "lower grpo.per_device_train_batch_size from 4 to 1 alone would need 73.9 GB" in err[0]
+    assert "vllm_gpu_memory_utilization" not in err[0]
     fixed, _ = qwen_14b(tmp_path, 4, trl={"vllm_enable_sleep_mode": True})
     rc, train, err = train_plan(capsys, fixed, model)
     assert rc == 0 and err == [] and train["peak_gb"] == 65.2

@@ -143,8 +143,8 @@ def train_fix(i: Inputs, step: Step, limit: float) -> str:
         for m in [step.micro, *smaller]:
             if (p := peak(replace(changed, micro=m))) <= limit:
                 both = advice if m == step.micro else f"{advice} and {lower(step.micro, m)}"
-                alone = (f"; micro-batch {smaller[-1]} alone needs {gb(peak(replace(step, micro=smaller[-1])))} GB"
-                         if smaller else "")
+                alone = (f"; {lower(step.micro, smaller[-1])} alone would need "
+                         f"{gb(peak(replace(step, micro=smaller[-1])))} GB" if smaller else "")
                 return f"fix: {both} ({gb(p)} GB; {cost}){alone}"
     terms = memory_terms(i, step)[0]
     shrinkable = [k for k in sorted(terms, key=terms.get, reverse=True) if terms[k] and TRAIN_ADVICE.get(k)]
