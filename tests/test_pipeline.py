@@ -130,6 +130,7 @@ def test_adding_an_alpha_builds_only_that_alpha_and_the_aggregates(finished, tmp
     expected |= {(r, f"seed=0, tag=+1.00, benchmark=mini, setting={s}") for r in ("sample", "evaluate")
                  for s in settings}
     expected |= {(r, f"seed=0, benchmark=mini, setting={s}") for r in ("frontier", "approaches") for s in settings}
+    expected.add(("front_page", "seed=0"))  # the front page shows the config's alpha grid
     assert planned_jobs(wd) == expected
 
 
