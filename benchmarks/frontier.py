@@ -71,9 +71,9 @@ def frontier_settings(ks, budget: int, reps: int) -> tuple[MetricsSettings, Ense
     """What `ewa frontier` builds from a config of the schema's defaults, with these k, budget and reps."""
     config = validate({}, partial=True)
     ev = config["evaluate"]
-    return (MetricsSettings(k=tuple(ks), bootstrap=reps, ci=ev["ci"], seed=config["seed"]),
+    return (MetricsSettings(k=tuple(ks), bootstrap=reps, ci=ev["ci"], seed=config["seed"], cluster_by=ev["cluster_by"]),
             EnsembleSettings(budgets=(budget,), windows=tuple(ev["windows"]), dev_fraction=ev["dev_fraction"],
-                             seed=config["seed"], bootstrap=reps, ci=ev["ci"]))
+                             seed=config["seed"], bootstrap=reps, ci=ev["ci"], cluster_by=ev["cluster_by"]))
 
 
 def main() -> None:

@@ -6,7 +6,7 @@
 - pico model settings for `ewa init` / build_tiny_model: PICO, PICO_ONE_HEAD, PICO_WIDE
 - a stage's settings as `ewa COMMAND --config` hands them over (validated, the schema's defaults filled):
   tiny_settings(), sft_settings(), grpo_settings(), sample_settings(), sandbox_settings(),
-  metrics_settings(), ensemble_settings()
+  metrics_settings(), ensemble_settings(), claims_settings()
 - what the environment offers: requires_bwrap, docker_engine(), docker_image_ready()
 
 The sandbox fixtures (`sandbox`, `sandbox_factory`) live in conftest.py.
@@ -173,7 +173,19 @@ def metrics_settings(**given):
     config = validate({}, partial=True)
     ev = config["evaluate"]
     return MetricsSettings(**{"k": tuple(ev["k"]), "bootstrap": ev["bootstrap"], "ci": ev["ci"],
-                              "seed": config["seed"], **given})
+                              "seed": config["seed"], "cluster_by": ev["cluster_by"], **given})
+
+
+def claims_settings(**given):
+    """The ClaimsSettings `ewa claims` builds from a default config, with `given` fields on top."""
+    from ewa.analysis.claims import ClaimsSettings
+    from ewa.config import validate
+
+    config = validate({}, partial=True)
+    ev = config["evaluate"]
+    return ClaimsSettings(**{"bootstrap": ev["bootstrap"], "ci": ev["ci"], "seed": config["seed"],
+                             "cluster_by": ev["cluster_by"], "dev_fraction": ev["dev_fraction"],
+                             "budget": ev["budget"], "min_headroom": ev["min_headroom"], **given})
 
 
 def ensemble_settings(**given):
@@ -185,7 +197,8 @@ def ensemble_settings(**given):
     ev = config["evaluate"]
     return EnsembleSettings(**{"budgets": (ev["budget"],), "windows": tuple(ev["windows"]),
                                "dev_fraction": ev["dev_fraction"], "seed": config["seed"],
-                               "bootstrap": ev["bootstrap"], "ci": ev["ci"], **given})
+                               "bootstrap": ev["bootstrap"], "ci": ev["ci"], "cluster_by": ev["cluster_by"],
+                               **given})
 
 
 # --- pico models -----------------------------------------------------------------------------------

@@ -12,9 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import DESIGN, ROOT, alpha_specs, ensemble_settings, expected_rate, write_approach_samples, write_design
+from helpers import (DESIGN, ROOT, alpha_specs, claims_settings, ensemble_settings, expected_rate,
+                     write_approach_samples, write_design)
 
-from ewa.analysis.claims import measure, verdict
+from ewa.analysis.claims import OUTPUT_FILES, measure, verdict
 from ewa.analysis.ensemble import matched_budget_table
 from ewa.analysis.frontier import AlphaGrid
 from ewa.cli import main
@@ -23,17 +24,19 @@ from ewa.verdicts import VERDICTS
 OPT, CORR, AC = {"TLE", "MLE"}, {"WA", "RE", "CE"}, {"AC"}
 
 
-def run_claims(tmp_path: Path, capsys, seed: int = 0, design: dict = DESIGN) -> pd.DataFrame:
+def run_claims(tmp_path: Path, capsys, seed: int = 0, design: dict = DESIGN, min_headroom: int | None = None) -> pd.DataFrame:
     """frontier, claims and approaches of one run, into tmp_path/results/{step}/mini/reasoning."""
     paths, problems = write_design(tmp_path, design)
     evals = alpha_specs(paths)
     results = tmp_path / "results"
     out = results / "frontier" / "mini" / "reasoning"
     assert main(["frontier", "--evals", *evals, "--problems", str(problems), "--k", "1", "--budget", "10",
-                 "--bootstrap", "200", "--formats", "png", "--out-dir", str(out)]) == 0, capsys.readouterr().err
-    assert main(["claims", "--evals", *evals, "--ensembles", str(out / "ensembles.csv"), "--bootstrap", "200",
-                 "--seed", str(seed), "--out-dir", str(results / "claims/mini/reasoning")]) == 0, \
+                 "--bootstrap", "200", "--seed", str(seed), "--formats", "png", "--out-dir", str(out)]) == 0, \
         capsys.readouterr().err
+    headroom = [] if min_headroom is None else ["--min-headroom", str(min_headroom)]
+    assert main(["claims", "--evals", *evals, "--ensembles", str(out / "ensembles.csv"), "--problems", str(problems),
+                 "--bootstrap", "200", "--seed", str(seed), *headroom,
+                 "--out-dir", str(results / "claims/mini/reasoning")]) == 0, capsys.readouterr().err
     assert main(["approaches", "--evals", *evals, "--samples", *alpha_specs(write_approach_samples(paths)),
                  "--out-dir", str(results / "approaches/mini/reasoning")]) == 0, capsys.readouterr().err
     return pd.read_csv(results / "claims/mini/reasoning/claims.csv").set_index("claim")
@@ -49,33 +52,69 @@ def test_claims_match_hand_counted_rates(tmp_path, capsys):
     assert claims.loc["corr_below_low", "value"] == pytest.approx(diff(-0.5, 0.0, CORR))
     assert claims.loc["opt_beyond_high", "value"] == pytest.approx(diff(1.5, 1.0, OPT))
     assert claims.loc["corr_beyond_high", "value"] == pytest.approx(diff(1.5, 1.0, CORR))
-    # alpha 0.5 sits inside both ranges on every problem, so in every resample too
-    assert claims.loc["interpolated_between", ["value", "ci_lo", "ci_hi"]].tolist() == [1.0, 1.0, 1.0]
-    assert claims.loc["interpolated_between", "verdict"] == "reproduced"
+    # alphas 0, 0.5, 1: TLE+MLE falls and WA+RE+CE rises on every problem, so in every resample too
+    assert claims.loc["opt_monotone", ["value", "ci_lo", "ci_hi"]].tolist() == [-1.0, -1.0, -1.0]
+    assert claims.loc["corr_monotone", ["value", "ci_lo", "ci_hi"]].tolist() == [1.0, 1.0, 1.0]
+    assert (claims.loc[["opt_monotone", "corr_monotone"], "verdict"] == "reproduced").all()
     for row in claims.itertuples():
-        assert row.ci_lo <= row.value + 1e-12 and row.value <= row.ci_hi + 1e-12, row.Index
+        if not np.isnan(row.value):
+            assert row.ci_lo <= row.value + 1e-12 and row.value <= row.ci_hi + 1e-12, row.Index
     # every problem moves the same way: the CIs exclude 0
     assert claims.loc["opt_high_minus_low", "verdict"] == "reproduced"
     assert claims.loc["corr_below_low", "verdict"] == "reproduced"
     assert claims.loc["ac_high_minus_low", "verdict"] == "not reproduced"  # +0.075 is not flat
     assert claims.loc["opt_beyond_high", "verdict"] == "not reproduced"  # rises again beyond 1
+    # resampling the two families (p0-p2 and p3) rather than four problems: the design effect is reported
+    assert claims.loc["opt_high_minus_low", "design_effect"] > 1
     ens = pd.read_csv(tmp_path / "results/frontier/mini/reasoning/ensembles.csv")
     uniform = ens[(ens.split == "all") & (ens.ensemble == "uniform all")].iloc[0]
     assert claims.loc["ensemble_uniform", "value"] == pytest.approx(uniform.gain_vs_best_single)
-    assert claims.loc["ensemble_uniform", "note"] == "headroom: 3 of 4 problems solved by some alpha, 3 by the best single one"
-    assert claims.loc["ensemble_uniform", "verdict"] == "not reproduced"  # 2 samples per alpha lose to 10 of one
+    assert claims.loc["ensemble_uniform", "design_effect"] == pytest.approx(uniform.gain_design_effect)
+    # Every problem some alpha solves, alpha -0.5 (the lowest of the tied best singles) solves too: no
+    # ensemble could gain, and below evaluate.min_headroom (8) that is untestable, not refuted.
+    assert claims.loc["ensemble_uniform", "note"] == ("headroom at B = 10: 0 of 4 problems (0 clusters) solved by "
+                                                      "some alpha and not by alpha -0.50, the best single one; "
+                                                      "testable from 8")
+    assert claims.loc["ensemble_uniform", "verdict"] == "untestable (saturated)"
     # With n = B = 10, all samples of any alpha that solves a problem cover it: no mixture beats the best
-    # single alpha on the dev family (f0, or f1, which nothing solves), so the allocation is one alpha.
+    # single alpha on the dev family, so the allocation is one alpha and there is no gain to report.
     optimized = ens[(ens.split == "test") & (ens.ensemble == "optimized (dev-selected)")].iloc[0]
-    assert len(optimized.allocation.split()) == 1
+    assert len(optimized.allocation.split()) == 1 and np.isnan(optimized.gain_vs_best_single)
+    assert optimized.note.startswith("no ensemble chosen")
     assert claims.loc["ensemble_selected", "allocation"] == optimized.allocation
-    assert claims.loc["ensemble_selected", "verdict"] == "no ensemble chosen"
-    headroom = json.loads((tmp_path / "results/claims/mini/reasoning/headroom.json").read_text())
-    assert headroom == {"n_problems": 4, "solved_by_some_alpha": 3, "solved_by_best_single": 3,
-                        "best_single_alpha": -0.5}
-    assert "<table" in (tmp_path / "results/claims/mini/reasoning/claims.html").read_text()
-    per_alpha = pd.read_csv(tmp_path / "results/claims/mini/reasoning/per_alpha.csv")
+    assert np.isnan(claims.loc["ensemble_selected", "value"])
+    assert claims.loc["ensemble_selected", "verdict"] == "untestable (saturated)"
+    out = tmp_path / "results/claims/mini/reasoning"
+    headroom = json.loads((out / "headroom.json").read_text())
+    assert {k: headroom[k] for k in ("n_problems", "solved_by_some_alpha", "solved_by_best_single",
+                                     "best_single_alpha", "headroom_problems", "budget", "min_headroom")} == {
+        "n_problems": 4, "solved_by_some_alpha": 3, "solved_by_best_single": 3, "best_single_alpha": -0.5,
+        "headroom_problems": 0, "budget": 10, "min_headroom": 8}
+    assert headroom["n_clusters"] == 2 and headroom["cluster_by"] == "family"
+    assert headroom["claims"]["ensemble_selected"]["split"] == "test"
+    assert not headroom["claims"]["ensemble_selected"]["testable"]
+    curve = pd.read_csv(out / "budget_curve.csv")
+    assert curve.k.tolist() == list(range(1, 11)) and not curve.ensemble_chosen.any() and curve.gain.isna().all()
+    assert curve.set_index("k").loc[10, "allocation"] == optimized.allocation  # the frontier's choice at B
+    assert (out / "budget_curve.png").stat().st_size > 10_000
+    html = (out / "claims.html").read_text()
+    assert "<table" in html and "design_effect" in html
+    per_alpha = pd.read_csv(out / "per_alpha.csv")
     assert per_alpha.opt.tolist() == pytest.approx([expected_rate(a, OPT) for a in (-0.5, 0.0, 0.5, 1.0, 1.5)])
+    assert sorted(p.name for p in out.iterdir()) == sorted(OUTPUT_FILES)
+
+
+def test_claims_refuse_an_ensembles_table_made_on_another_split(tmp_path, capsys):
+    run_claims(tmp_path, capsys)
+    paths, problems = write_design(tmp_path / "again")
+    ensembles = tmp_path / "results/frontier/mini/reasoning/ensembles.csv"
+    table = pd.read_csv(ensembles)
+    table.loc[table.kind == "optimized", "allocation"] = "+0.50:5 +1.00:5"
+    table.to_csv(ensembles, index=False)
+    assert main(["claims", "--evals", *alpha_specs(paths), "--ensembles", str(ensembles), "--problems", str(problems),
+                 "--bootstrap", "0", "--out-dir", str(tmp_path / "claims")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "dev-selected allocation at B = 10" in err[-1] and not (tmp_path / "claims").exists()
 
 
 @pytest.mark.parametrize("expect, point, lo, hi, outcome", [
@@ -91,48 +130,66 @@ def test_claims_match_hand_counted_rates(tmp_path, capsys):
     ("~0", 0.04, -0.1, 0.1, "point only"),  # flat point, but the CI allows a change beyond ±0.05
     ("~0", 0.0, -0.05, 0.03, "point only"),  # touching the bound is not within it
     ("~0", 0.2, 0.1, 0.3, "not reproduced"),
-    ("all", 1.0, 1.0, 1.0, "reproduced"),
-    ("all", 1.0, 0.5, 1.0, "point only"),
-    ("all", 0.6, 0.5, 0.8, "partly"),
-    ("all", 0.4, 0.2, 0.6, "not reproduced"),
     (">0", float("nan"), float("nan"), float("nan"), "n/a"),
 ])
 def test_verdict_rules(expect, point, lo, hi, outcome):
     assert verdict(expect, point, lo, hi) == outcome
 
 
-def make_grid(alphas, ac, opt, n: int = 10) -> AlphaGrid:
+def make_grid(alphas, ac, opt, n: int = 10, families=None) -> AlphaGrid:
     """P problems x alphas from per-problem counts [P, A] of AC and TLE samples; the rest are WA."""
     ac, opt = np.asarray(ac), np.asarray(opt)
     counts = np.zeros(ac.shape + (len(VERDICTS),), dtype=np.int64)
     counts[..., VERDICTS.index("AC")], counts[..., VERDICTS.index("TLE")] = ac, opt
     counts[..., VERDICTS.index("WA")] = n - ac - opt
-    return AlphaGrid(np.array([f"p{i:03d}" for i in range(len(ac))], dtype=object), counts, np.asarray(alphas, float))
+    ids = np.array([f"p{i:03d}" for i in range(len(ac))], dtype=object)
+    return AlphaGrid(ids, counts, np.asarray(alphas, float),
+                     families=ids.copy() if families is None else np.asarray(families, dtype=object))
 
 
-def overshooting_grid(overshooting: int, P: int = 200) -> AlphaGrid:
-    """Alphas 0, 0.5, 1. TLE: 3, 3 and 1 of 10 samples, but `overshooting` problems have 4 at alpha 0.5,
-    above both endpoints. WA (6 of 10 at alpha 0.5, 5 and 7 at the endpoints) lies well inside."""
-    opt = np.tile([3, 3, 1], (P, 1))
-    opt[:overshooting, 1] = 4
-    corr = np.tile([5, 6, 7], (P, 1))
-    return make_grid([0.0, 0.5, 1.0], 10 - opt - corr, opt)
+def claims_of(grid: AlphaGrid, ensembles=None, **settings) -> pd.DataFrame:
+    return measure(grid, ensembles, claims_settings(**{"bootstrap": 400, "seed": 0, **settings})).table.set_index("claim")
 
 
-def test_between_tolerance_and_ci_come_from_sampling_noise():
-    # 30 of 200 problems overshoot: the TLE+MLE rate at alpha 0.5 is 0.015 above alpha 0's, about 6
-    # bootstrap SEs. A fixed tolerance of 0.02 let that pass; now only the WA+RE+CE pair lies between.
-    claims = measure(overshooting_grid(30), None, reps=400, seed=0).set_index("claim")
-    row = claims.loc["interpolated_between"]
-    assert row.value == 0.5 and row.verdict == "partly"
-    assert row.ci_lo <= row.value <= row.ci_hi
-    # One problem overshoots: 0.0005, about one SE, is noise and counts as between; but in resamples that
-    # draw that problem three or more times it does not, so the CI is a real interval, not the point.
-    row = measure(overshooting_grid(1), None, reps=400, seed=0).set_index("claim").loc["interpolated_between"]
-    assert row.value == 1.0 and row.ci_lo < 1.0 and row.ci_hi == 1.0 and row.verdict == "point only"
-    # no resamples: no noise estimate, no interval
-    row = measure(overshooting_grid(1), None, reps=0, seed=0).set_index("claim").loc["interpolated_between"]
-    assert row.value == 0.5 and np.isnan(row.ci_lo)
+def monotone_grid(opt_per_alpha, corr_per_alpha, P: int = 60, noise: int = 0) -> AlphaGrid:
+    """Alphas 0, 0.25, 0.5, 0.75, 1: every problem has the given TLE and WA counts (of 10) per alpha, give
+    or take `noise` samples that alternate over the problems."""
+    opt = np.tile(opt_per_alpha, (P, 1)) + noise * (np.arange(P) % 2)[:, None]
+    corr = np.tile(corr_per_alpha, (P, 1))
+    return make_grid([0.0, 0.25, 0.5, 0.75, 1.0], 10 - opt - corr, opt)
+
+
+def test_3a_is_a_monotone_trend_with_a_ci_not_a_tolerance():
+    # failure shares that move step by step from one endpoint to the other: both rank correlations are
+    # -1 and +1 in every resample
+    claims = claims_of(monotone_grid([5, 4, 3, 2, 1], [1, 2, 3, 4, 5], noise=1))
+    assert claims.loc["opt_monotone", ["value", "ci_hi"]].tolist() == [-1.0, -1.0]
+    assert claims.loc["corr_monotone", ["value", "ci_lo"]].tolist() == [1.0, 1.0]
+    assert (claims.loc[["opt_monotone", "corr_monotone"], "verdict"] == "reproduced").all()
+    # interior alphas beyond the endpoints (a hump: TLE in 30%, 50%, 50%, 50%, 10% of samples) are no
+    # monotone trend: the interior's order is noise, and the resamples' correlations reach 0
+    rng = np.random.default_rng(1)
+    opt = rng.binomial(5, np.tile([0.3, 0.5, 0.5, 0.5, 0.1], (60, 1)))
+    hump = claims_of(make_grid([0.0, 0.25, 0.5, 0.75, 1.0], np.zeros_like(opt), opt)).loc["opt_monotone"]
+    assert -0.4 - 1e-9 <= hump.value <= 0 and hump.ci_hi >= 0 and hump.verdict in ("direction only", "not reproduced")
+    # (without noise the interior's order would be fixed and a weak correlation, here -0.22, would be
+    # reproduced: the claim is a direction with a CI, not a strength)
+    # the wrong way round is not reproduced
+    assert claims_of(monotone_grid([1, 2, 3, 4, 5], [1, 1, 1, 1, 1])).loc["opt_monotone", "verdict"] == "not reproduced"
+    # a share that never moves has no ranking: not reproduced, and said so
+    flat = claims_of(monotone_grid([2, 2, 2, 2, 2], [1, 2, 3, 4, 5])).loc["opt_monotone"]
+    assert np.isnan(flat.value) and flat.verdict == "not reproduced" and "the same at every alpha" in flat.note
+    # no resamples: the point, no interval
+    row = claims_of(monotone_grid([5, 4, 3, 2, 1], [1, 2, 3, 4, 5]), bootstrap=0).loc["opt_monotone"]
+    assert row.value == -1.0 and np.isnan(row.ci_lo) and row.verdict == "direction only"
+
+
+def test_3a_needs_three_alphas_in_0_1():
+    grid = make_grid([-0.5, 0.0, 1.0, 1.5], np.full((20, 4), 3), np.tile([6, 4, 2, 1], (20, 1)))
+    claims = claims_of(grid)
+    for key in ("opt_monotone", "corr_monotone"):
+        assert np.isnan(claims.loc[key, "value"]) and claims.loc[key, "verdict"] == "untestable (too few interior alphas)"
+    assert claims.loc["opt_high_minus_low", "verdict"] == "reproduced"  # the other claims are unaffected
 
 
 def test_a_flat_solve_rate_needs_its_whole_ci_within_the_band():
@@ -143,20 +200,36 @@ def test_a_flat_solve_rate_needs_its_whole_ci_within_the_band():
     tight[0] += 1  # +0.0025 on average, the same on nearly every resample
     for ac1, point, outcome in ((noisy, 0.0, "point only"), (tight, 0.0025, "reproduced")):
         grid = make_grid([0.0, 1.0], np.stack([ac0, ac1], 1), np.full((P, 2), 2))
-        row = measure(grid, None, reps=400, seed=0).set_index("claim").loc["ac_high_minus_low"]
+        row = claims_of(grid).loc["ac_high_minus_low"]
         assert row.value == pytest.approx(point) and row.verdict == outcome, (row.ci_lo, row.ci_hi)
     assert row.ci_lo > -0.05 and row.ci_hi < 0.05
 
 
-def ensemble_claims(ac: np.ndarray, families) -> pd.DataFrame:
+def test_claims_resample_families_and_report_the_design_effect():
+    # 30 families of two identical siblings: resampled by family, a sibling pair counts as one draw, so
+    # every difference's variance doubles (design effect 2) and its CI widens by about sqrt(2)
+    rng = np.random.default_rng(5)
+    opt = np.repeat(np.stack([rng.integers(2, 9, 30), rng.integers(0, 5, 30)], axis=1), 2, axis=0)
+    grid = make_grid([0.0, 1.0], np.zeros_like(opt), opt, families=np.repeat([f"f{i}" for i in range(30)], 2))
+    by_family, by_problem = claims_of(grid, bootstrap=2000), claims_of(grid, bootstrap=2000, cluster_by="problem")
+    row, naive = by_family.loc["opt_high_minus_low"], by_problem.loc["opt_high_minus_low"]
+    assert row.value == naive.value
+    assert row.design_effect == pytest.approx(2.0, abs=0.3) and naive.design_effect == pytest.approx(1.0)
+    assert (row.ci_hi - row.ci_lo) / (naive.ci_hi - naive.ci_lo) == pytest.approx(np.sqrt(2), abs=0.2)
+    # evaluate.ci is the coverage of every claim's interval
+    narrow = claims_of(grid, bootstrap=2000, ci=0.5).loc["opt_high_minus_low"]
+    assert narrow.ci_hi - narrow.ci_lo < 0.5 * (row.ci_hi - row.ci_lo)
+
+
+def ensemble_claims(ac: np.ndarray, families, **settings) -> pd.DataFrame:
     """Claims 4a and 4b on alphas 0, 0.5, 1 with AC counts `ac` [P, 3] of 10 samples and no TLE."""
-    grid = make_grid([0.0, 0.5, 1.0], ac, np.zeros_like(ac))
+    grid = make_grid([0.0, 0.5, 1.0], ac, np.zeros_like(ac), families=families)
     ensembles = matched_budget_table(grid.n, grid.c, grid.alphas, ensemble_settings(budgets=(10,), bootstrap=400),
                                      families)
-    return measure(grid, ensembles, reps=400, seed=0).set_index("claim").loc[["ensemble_uniform", "ensemble_selected"]]
+    return claims_of(grid, ensembles, **settings).loc[["ensemble_uniform", "ensemble_selected"]]
 
 
-def test_ensemble_claims_need_a_gain_from_two_or_more_alphas():
+def test_ensemble_claims_need_headroom_and_a_gain_from_two_or_more_alphas():
     P = 40
     families = np.repeat([f"f{i}" for i in range(P // 2)], 2)  # pairs of siblings
     # alpha 0 solves the first half of the problems half the time, alpha 1 the second half: complementary
@@ -165,14 +238,43 @@ def test_ensemble_claims_need_a_gain_from_two_or_more_alphas():
     claims = ensemble_claims(complementary, families)
     assert (claims.verdict == "reproduced").all() and (claims.ci_lo > 0).all()
     assert len(claims.loc["ensemble_selected", "allocation"].split()) >= 2
-    # alpha 0.5 solves everything half the time, the others nothing: every extra sample belongs on it
+    assert claims.note.str.startswith("headroom at B = 10: ").all()
+    # alpha 0.5 solves everything half the time, the others nothing: no problem is left for an ensemble
+    # to add, and an ensemble that cannot gain is untestable (saturated), never "not reproduced"
     dominant = np.zeros((P, 3), dtype=np.int64)
     dominant[:, 1] = 5
     claims = ensemble_claims(dominant, families)
+    assert (claims.verdict == "untestable (saturated)").all()
+    assert claims.loc["ensemble_uniform", "value"] < 0  # the gain is still reported
+    # ... and with no minimum: every extra sample belongs on alpha 0.5, so 4b chose no ensemble, no number
+    claims = ensemble_claims(dominant, families, min_headroom=0)
     assert claims.loc["ensemble_selected", "allocation"] == "+0.50:10"
-    assert claims.loc["ensemble_selected", "value"] == 0.0
+    assert np.isnan(claims.loc["ensemble_selected", ["value", "ci_lo", "ci_hi", "design_effect"]].astype(float)).all()
     assert claims.loc["ensemble_selected", "verdict"] == "no ensemble chosen"
     assert claims.loc["ensemble_uniform", "verdict"] == "not reproduced"
+
+
+def test_tied_singles_choose_the_same_alpha_and_no_ensemble():
+    # Every alpha solves every problem in 4 of 8 samples: at B = 8 every single alpha and every allocation
+    # scores pass@8 = 1 on dev. The optimiser and the dev-best single follow one tie rule (the lowest
+    # alpha), so there is no "gain" of one single alpha over another: no ensemble chosen, no number.
+    P, alphas = 24, [-0.5, 0.0, 0.5, 1.0, 1.5]
+    families = np.repeat([f"f{i}" for i in range(P // 2)], 2)
+    grid = make_grid(alphas, np.full((P, 5), 4), np.zeros((P, 5), int), n=8, families=families)
+    ensembles = matched_budget_table(grid.n, grid.c, grid.alphas, ensemble_settings(budgets=(8,), bootstrap=200),
+                                     families)
+    test = ensembles[ensembles.split == "test"].set_index("kind")
+    assert test.loc["optimized", "allocation"] == "-0.50:8"
+    assert test.loc["best_single_dev", "ensemble"] == "best single (dev-selected) -0.50"
+    assert ensembles.loc[ensembles.kind == "best_single_oracle", "ensemble"].tolist() == ["best single (oracle) -0.50"]
+    claims = claims_of(grid, ensembles, min_headroom=0).loc["ensemble_selected"]
+    assert claims.verdict == "no ensemble chosen" and np.isnan(claims.value)
+    assert json_safe(measure(grid, ensembles, claims_settings(bootstrap=0, min_headroom=0)).headroom)
+
+
+def json_safe(record: dict) -> bool:
+    """headroom.json is written as JSON: no numpy scalars in it."""
+    return json.loads(json.dumps(record)) == record
 
 
 def test_grid_without_an_endpoint_is_one_error_line(tmp_path, capsys):
@@ -189,7 +291,9 @@ def test_science_rewrites_only_its_section_of_the_results_page(tmp_path, capsys)
     designs = [DESIGN, {**DESIGN, 1.5: DESIGN[1.5][:3] + [(1, 2, 0, 7, 0, 0)]}]
     for seed, run, design in zip((3, 4), runs, designs):
         run.mkdir()
-        run_claims(run, capsys, seed=seed, design=design)
+        # no minimum headroom: the page shows each seed's allocation and "no ensemble chosen" (the design's
+        # 4 problems never leave an ensemble the 8 problems evaluate.min_headroom asks for)
+        run_claims(run, capsys, seed=seed, design=design, min_headroom=0)
     science = tmp_path / "results/science/mini/reasoning"
     argv = ["science", "--claims", *(str(r / "results/claims/mini/reasoning") for r in runs),
             "--approaches", *(str(r / "results/approaches/mini/reasoning") for r in runs),

@@ -10,8 +10,8 @@ import pytest
 
 from helpers import ensemble_settings
 
-from ewa.analysis.ensemble import (dev_test_split, ensemble_pass, matched_budget_table,
-                                   optimize_allocation, uniform_allocation)
+from ewa.analysis.ensemble import (best_single, budget_curve, budget_ks, dev_test_split, ensemble_pass,
+                                   matched_budget_table, optimize_allocation, preferred, uniform_allocation)
 from ewa.analysis.metrics import pass_at_k
 
 
@@ -209,8 +209,8 @@ def test_table_marks_budgets_a_single_cannot_reach():
     assert table.equals(again)
     assert list(table.columns) == ["budget", "split", "kind", "ensemble", "alphas", "allocation", "n_problems",
                                    "pass_at_budget", "pass_at_budget_lo", "pass_at_budget_hi",
-                                   "gain_vs_best_single", "gain_lo", "gain_hi", "reference",
-                                   "dev_pass_at_budget", "note"]
+                                   "gain_vs_best_single", "gain_lo", "gain_hi", "gain_design_effect",
+                                   "reference", "dev_pass_at_budget", "note"]
 
 
 def test_dev_and_test_are_split_by_family():
@@ -239,3 +239,71 @@ def test_held_out_ensembles_are_fitted_on_other_families():
     assert set(table.loc[table.split == "test", "n_problems"]) <= {4, 8}  # whole families only
     with pytest.raises(ValueError, match="2 family labels for 12 problems"):
         matched_budget_table(n, c, [0.0, 0.5, 1.0], ensemble_settings(budgets=(6,), bootstrap=0), families[:2])
+
+
+def test_one_tie_rule_for_singles_and_allocations():
+    # equal values: the fewest alphas, then the most samples on the lowest alpha
+    allocations = [np.array(a) for a in ([0, 0, 8], [8, 0, 0], [4, 4, 0], [0, 8, 0], [2, 6, 0])]
+    assert preferred(allocations, [1.0] * 5).tolist() == [8, 0, 0]
+    assert preferred(allocations[2:3] + allocations[4:], [1.0, 1.0]).tolist() == [4, 4, 0]
+    assert preferred(allocations, [0.5, 0.5, 0.9, 0.5, 0.9]).tolist() == [4, 4, 0]  # a real gain wins
+    # every alpha solves every problem: the optimiser (exact or local search) and the best single agree
+    n, c = np.full((6, 5), 8), np.full((6, 5), 4)
+    for limit in (20000, 0):
+        assert optimize_allocation(n, c, 8, exhaustive_limit=limit).tolist() == [8, 0, 0, 0, 0]
+    assert best_single(n, c, 8) == 0
+    assert best_single(n, c, 9) is None  # no alpha has 9 samples
+
+
+def test_held_out_single_alpha_is_no_ensemble_and_has_no_gain():
+    n, c = np.full((12, 3), 8), np.tile([0, 4, 0], (12, 1))  # alpha 0.5 solves everything
+    table = matched_budget_table(n, c, [0.0, 0.5, 1.0], ensemble_settings(budgets=(8,), bootstrap=100),
+                                 np.repeat([f"f{i}" for i in range(6)], 2))
+    opt = table[table.kind == "optimized"].iloc[0]
+    assert opt.allocation == "+0.50:8" and opt.pass_at_budget == 1.0
+    assert np.isnan([opt.gain_vs_best_single, opt.gain_lo, opt.gain_hi, opt.gain_design_effect]).all()
+    assert opt.note == "no ensemble chosen: the dev split put the whole budget on alpha +0.50"
+
+
+def test_ensemble_cis_resample_families():
+    n, c = complementary(P=40, m=10)
+    siblings = np.repeat(np.arange(20), 2)
+    c = c[siblings * 2 % 40]  # pairs of identical siblings (family f0: problems 0 and 1, ...)
+    families = np.array([f"f{i}" for i in siblings])
+    widths = {}
+    for cluster_by in ("family", "problem"):
+        table = matched_budget_table(n, c, [-0.5, 0.5, 1.5], ensemble_settings(budgets=(10,), bootstrap=1000,
+                                                                               cluster_by=cluster_by), families)
+        row = table.set_index(["split", "ensemble"]).loc[("all", "uniform extrapolated")]
+        widths[cluster_by] = row.gain_hi - row.gain_lo
+        assert row.gain_design_effect == pytest.approx(2.0 if cluster_by == "family" else 1.0, abs=0.35)
+    assert widths["family"] > 1.2 * widths["problem"]
+    with pytest.raises(ValueError, match="cluster_by must be one of family, problem"):
+        ensemble_settings(cluster_by="alpha")
+
+
+def test_budget_curve_is_claim_4b_at_every_budget():
+    n, c = complementary(P=40, m=10)
+    families = np.repeat([f"f{i}" for i in range(20)], 2)
+    settings = ensemble_settings(budgets=(10,), bootstrap=300)
+    curve = budget_curve(n, c, [-0.5, 0.5, 1.5], settings, families).set_index("k")
+    assert curve.index.tolist() == list(range(1, 11))
+    # at the table's budget the curve is its held-out rows: the same choices, gain and CI
+    test = matched_budget_table(n, c, [-0.5, 0.5, 1.5], settings, families)
+    test = test[test.split == "test"].set_index("kind")
+    at = curve.loc[10]
+    assert at.allocation == test.loc["optimized", "allocation"]
+    assert test.loc["best_single_dev", "ensemble"].endswith(f"{at.single_alpha:+.2f}")
+    assert [at.single_pass_at_k, at.ensemble_pass_at_k] == pytest.approx(
+        [test.loc["best_single_dev", "pass_at_budget"], test.loc["optimized", "pass_at_budget"]])
+    assert [at.gain, at.gain_lo, at.gain_hi] == pytest.approx(
+        [test.loc["optimized", "gain_vs_best_single"], test.loc["optimized", "gain_lo"], test.loc["optimized", "gain_hi"]])
+    # one sample cannot be split: no ensemble at k = 1, and no number; with more the complementary alphas
+    # are mixed (from k = 3 here: at k = 2 one alpha's 78% on its half still beats 1 + 1 on dev) and gain
+    assert not curve.loc[1, "ensemble_chosen"] and np.isnan(curve.loc[1, "gain"])
+    assert curve.loc[1, "note"].startswith("no ensemble chosen")
+    assert curve.loc[3:, "ensemble_chosen"].all() and (curve.loc[3:, "gain_lo"] > 0).all()
+    assert curve.gain.isna().eq(~curve.ensemble_chosen).all()
+    # the headroom: held-out problems the other alpha solves and the dev-selected single does not
+    assert (curve.headroom_problems == 2 * curve.headroom_clusters).all() and curve.loc[10, "headroom_problems"] > 0
+    assert budget_ks(300, budget=100) == sorted(set(budget_ks(300)) | {100}) and len(budget_ks(300)) <= 49

@@ -13,6 +13,7 @@ from helpers import alpha_specs, expected_rate, write_design
 
 from ewa.alphas import alpha_label, parse_alpha_spec
 from ewa.analysis.frontier import load_grid, pareto_mask
+from ewa.analysis.metrics import id_family
 from ewa.cli import main
 from ewa.problems import Problem
 
@@ -98,7 +99,10 @@ def test_families_come_from_the_problems_file(tmp_path):
     record = json.loads(problems.read_text().splitlines()[0])
     del record["meta"]
     assert Problem.from_record(record).family == "p0"  # no family: the problem is its own
-    assert load_grid([(0.0, paths[1])]).families is None
+    # without a problems file the family is read from the id: a mini id names it, any other is its own
+    assert load_grid([(0.0, paths[1])]).families.tolist() == ["p0", "p1", "p2", "p3"]
+    assert [id_family(p) for p in ("mini/sum_pairs/k3", "lcb/abc301_a", "humaneval/12")] == [
+        "sum_pairs", "lcb/abc301_a", "humaneval/12"]
 
 
 def test_bad_grids_fail_cleanly(tmp_path, capsys):

@@ -1,4 +1,4 @@
-"""The four figures render from real frontier/ensemble tables, reproducibly, with and without CIs."""
+"""The figures render from real frontier/ensemble tables, reproducibly, with and without CIs."""
 from __future__ import annotations
 
 import struct
@@ -10,7 +10,7 @@ import pytest
 from helpers import ensemble_settings, metrics_settings
 
 from ewa.analysis import plots
-from ewa.analysis.ensemble import matched_budget_table
+from ewa.analysis.ensemble import budget_curve, matched_budget_table
 from ewa.analysis.frontier import AlphaGrid, frontier_table, overlaps, pass_at_k_curves
 
 ALPHAS = np.array([-1.0, -0.5, 0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0])
@@ -87,3 +87,15 @@ def test_figures_render_without_confidence_intervals(tmp_path):
     assert front["ac_rate_lo"].isna().all()
     for path in render_all(grid, front, ens, tmp_path):
         assert path.stat().st_size > 10_000
+
+
+def test_budget_curve_renders_with_and_without_ensembles(tmp_path):
+    grid = synthetic_grid(P=40, n=8, seed=2)
+    families = np.repeat([f"f{i}" for i in range(20)], 2)
+    curve = budget_curve(grid.n, grid.c, grid.alphas, ensemble_settings(budgets=(8,), bootstrap=100), families)
+    assert len(curve) == 8
+    empty = curve.iloc[:0]
+    for name, table in (("curve", curve), ("empty", empty)):
+        (path,) = plots.plot_budget_curve(table, tmp_path / name, ("png",))
+        width, height = png_size(path)
+        assert path.stat().st_size > 10_000 and width >= 600 and height >= 400, name

@@ -1,7 +1,7 @@
 """The analysis steps, each writing into an output directory it owns alone:
 
     ewa frontier --evals alpha=-0.5:a.parquet alpha=0:b.parquet ... --problems problems.jsonl --out-dir DIR
-    ewa claims --evals alpha=A:PATH ... --ensembles DIR/ensembles.csv --out-dir DIR
+    ewa claims --evals alpha=A:PATH ... --ensembles DIR/ensembles.csv [--problems problems.jsonl] --out-dir DIR
     ewa approaches --evals alpha=A:PATH ... --samples alpha=A:PATH ... --problems problems.jsonl --out-dir DIR
     ewa science --claims DIR ... --approaches DIR ... --frontier-plot PNG --out-dir DIR
     ewa front --claims BENCHMARK/SETTING=DIR ... --out front.rst
@@ -9,8 +9,9 @@
 `ewa science` reads `science.design_seeds` and `seed` from the config: which seeds tuned the design.
 
 Each --evals/--samples item names one grid point's file as `alpha=A:PATH` (ewa.alphas). pass@k values,
-the ensemble budget and windows, the dev share, bootstrap resamples, CI coverage and the seed come from
-the config (`evaluate`, `seed`); flags override them.
+the ensemble budget and windows, the dev share, bootstrap resamples and what they resample (cluster_by),
+CI coverage, claim 4's minimum headroom and the seed come from the config (`evaluate`, `seed`); flags
+override them.
 """
 from __future__ import annotations
 
@@ -18,7 +19,10 @@ import argparse
 from dataclasses import asdict
 from pathlib import Path
 
+import numpy as np
+
 from ewa.alphas import alpha_tag, parse_alpha_spec
+from ewa.analysis.bootstrap import CLUSTER_BY
 from ewa.io import atomic_path, provenance, sha256_file, write_json, write_text
 
 
@@ -28,6 +32,11 @@ def add_grid_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap", type=int, default=None, help="problem resamples for CIs; 0 = none "
                         "(default: evaluate.bootstrap)")
     parser.add_argument("--seed", type=int, default=None, help="bootstrap and dev/test split seed (default: seed)")
+    parser.add_argument("--ci", type=float, default=None, help="CI coverage (default: evaluate.ci)")
+    parser.add_argument("--cluster-by", choices=CLUSTER_BY, default=None,
+                        help="what the bootstrap resamples: problem families or problems (default: evaluate.cluster_by)")
+    parser.add_argument("--problems", type=Path, help="canonical problems.jsonl: difficulty and family per problem "
+                        "(without it the family is read from the problem id: mini/<family>/...)")
     parser.add_argument("--out-dir", required=True, type=Path, help="the directory this step writes (replaced whole)")
 
 
@@ -37,7 +46,6 @@ def option(value, default):
 
 def add_frontier_arguments(parser: argparse.ArgumentParser) -> None:
     add_grid_arguments(parser)
-    parser.add_argument("--problems", type=Path, help="canonical problems.jsonl (adds by-difficulty tables)")
     parser.add_argument("--k", type=int, nargs="+", default=None, help="pass@k columns (default: evaluate.k)")
     parser.add_argument("--budget", type=int, nargs="+",
                         help="ensemble budgets B per problem (default: evaluate.budget)")
@@ -46,7 +54,6 @@ def add_frontier_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dev-fraction", type=float, default=None,
                         help="share of problem families the optimised allocation is fitted on "
                              "(default: evaluate.dev_fraction)")
-    parser.add_argument("--ci", type=float, default=None, help="CI coverage (default: evaluate.ci)")
     parser.add_argument("--formats", nargs="*", default=["png", "svg"], help="plot formats; none = no plots")
 
 
@@ -57,13 +64,13 @@ def frontier(args: argparse.Namespace, config: dict) -> int:
 
     ev = config["evaluate"]
     seed, reps = option(args.seed, config["seed"]), option(args.bootstrap, ev["bootstrap"])
-    ci = option(args.ci, ev["ci"])
+    ci, cluster_by = option(args.ci, ev["ci"]), option(args.cluster_by, ev["cluster_by"])
     specs = [parse_alpha_spec(s) for s in args.evals]
-    metrics = MetricsSettings(k=tuple(option(args.k, ev["k"])), bootstrap=reps, ci=ci, seed=seed)
+    metrics = MetricsSettings(k=tuple(option(args.k, ev["k"])), bootstrap=reps, ci=ci, seed=seed, cluster_by=cluster_by)
     ensembles = EnsembleSettings(budgets=tuple(option(args.budget, [ev["budget"]])),
                                  windows=tuple(option(args.windows, ev["windows"])),
                                  dev_fraction=option(args.dev_fraction, ev["dev_fraction"]), seed=seed, bootstrap=reps,
-                                 ci=ci)
+                                 ci=ci, cluster_by=cluster_by)
     grid = load_grid(specs, args.problems)
     inputs = {str(p): sha256_file(p) for _, p in specs}
     if args.problems:
@@ -79,33 +86,47 @@ def frontier(args: argparse.Namespace, config: dict) -> int:
 def add_claims_arguments(parser: argparse.ArgumentParser) -> None:
     add_grid_arguments(parser)
     parser.add_argument("--ensembles", default=None, help="ensembles.csv of `ewa frontier` (claim 4)")
+    parser.add_argument("--min-headroom", type=int, default=None,
+                        help="problems an ensemble could add below which claim 4 is untestable "
+                             "(default: evaluate.min_headroom)")
 
 
 def claims(args: argparse.Namespace, config: dict) -> int:
     import pandas as pd
 
-    from ewa.analysis.claims import headroom, measure, per_alpha
+    from ewa.analysis import plots
+    from ewa.analysis.claims import ClaimsSettings, measure, per_alpha
     from ewa.analysis.frontier import load_grid
 
-    seed, reps = option(args.seed, config["seed"]), option(args.bootstrap, config["evaluate"]["bootstrap"])
+    ev = config["evaluate"]
+    settings = ClaimsSettings(bootstrap=option(args.bootstrap, ev["bootstrap"]), ci=option(args.ci, ev["ci"]),
+                              seed=option(args.seed, config["seed"]),
+                              cluster_by=option(args.cluster_by, ev["cluster_by"]), dev_fraction=ev["dev_fraction"],
+                              budget=ev["budget"], min_headroom=option(args.min_headroom, ev["min_headroom"]))
     specs = [parse_alpha_spec(s) for s in args.evals]
-    grid = load_grid(specs)
+    grid = load_grid(specs, args.problems)
     ensembles = pd.read_csv(args.ensembles) if args.ensembles else None
-    table = measure(grid, ensembles, reps, seed)
-    shown = table[["title", "measure", "value", "ci_lo", "ci_hi", "verdict", "allocation", "note"]]
+    result = measure(grid, ensembles, settings)
+    table = result.table
+    shown = table[["title", "measure", "value", "ci_lo", "ci_hi", "design_effect", "verdict", "allocation", "note"]]
+    inputs = {str(p): sha256_file(p) for _, p in specs}
+    if args.problems:
+        inputs[str(args.problems)] = sha256_file(args.problems)
     with atomic_path(args.out_dir) as tmp:
         tmp.mkdir()
         table.to_csv(tmp / "claims.csv", index=False)
         per_alpha(grid).to_csv(tmp / "per_alpha.csv", index=False)
-        write_json(tmp / "headroom.json", headroom(grid))
+        write_json(tmp / "headroom.json", result.headroom)
+        result.budget_curve.to_csv(tmp / "budget_curve.csv", index=False)
+        plots.plot_budget_curve(result.budget_curve, tmp / "budget_curve", ("png",))
         (tmp / "claims.html").write_text(shown.to_html(index=False, float_format=lambda v: f"{v:+.3f}"))
         write_json(tmp / "provenance.json", provenance(
-            {"bootstrap": reps, "seed": seed, "alphas": grid.alphas.tolist(),
-             "evals": {str(p): sha256_file(p) for _, p in specs},
+            {**asdict(settings), "alphas": grid.alphas.tolist(), "evals": inputs,
              "ensembles": sha256_file(args.ensembles) if args.ensembles else None}))
     for r in table.itertuples():
         chosen = f" ({r.allocation})" if isinstance(r.allocation, str) and r.allocation else ""
-        print(f"{r.title}: {r.value:+.3f} [{r.ci_lo:+.3f}, {r.ci_hi:+.3f}] {r.verdict}{chosen} {r.note}".rstrip())
+        value = "–" if np.isnan(r.value) else f"{r.value:+.3f} [{r.ci_lo:+.3f}, {r.ci_hi:+.3f}]"
+        print(f"{r.title}: {value} {r.verdict}{chosen} {r.note}".rstrip())
     return 0
 
 

@@ -23,8 +23,12 @@ import numpy as np
 import pandas as pd
 
 from ewa.alphas import alpha_tag
-from ewa.analysis.bootstrap import bootstrap_counts, weighted_means
+from ewa.analysis.bootstrap import (CLUSTER_BY, bootstrap_counts, clusters_of, design_effect, weighted_means,
+                                    weighted_samples)
 from ewa.analysis.metrics import miss_probability
+
+NO_ENSEMBLE = "no ensemble chosen"  # the dev split put the whole budget on one alpha: nothing to compare
+TIE = 1e-12  # values this close are equal: preferred() decides between them
 
 
 @dataclass(frozen=True)
@@ -36,8 +40,11 @@ class EnsembleSettings:
     seed: int  # dev/test split and bootstrap
     bootstrap: int  # resamples of problems for the CIs; 0 disables them
     ci: float  # percentile interval coverage
+    cluster_by: str  # what the bootstrap resamples: "family" (a problem without one is its own) or "problem"
 
     def __post_init__(self):
+        if self.cluster_by not in CLUSTER_BY:
+            raise ValueError(f"cluster_by must be one of {', '.join(CLUSTER_BY)}, got {self.cluster_by!r}")
         if self.budgets is not None and any(b < 1 for b in self.budgets):
             raise ValueError(f"budgets must be >= 1, got {self.budgets}")
         if not 0 < self.dev_fraction < 1:
@@ -101,8 +108,8 @@ def optimize_allocation(n: np.ndarray, c: np.ndarray, budget: int, step: int | N
     search (move `step` samples between two alphas while it helps, halving the step down to 1) started
     from a greedy build-up, the uniform split and the best single checkpoint; the best result is
     returned, so it is never worse on these problems than the uniform split or the best single.
-    Among allocations that tie, the one over the fewest alphas wins: a mixture is chosen only when it
-    beats every simpler one (a tie with a single alpha is no reason to call the choice an ensemble).
+    Among allocations that tie, preferred() decides: a mixture is chosen only when it beats every simpler
+    one (a tie with a single alpha is no reason to call the choice an ensemble).
     """
     n, c = np.asarray(n, dtype=np.int64), np.asarray(c, dtype=np.int64)
     P, A = n.shape
@@ -157,7 +164,7 @@ def optimize_allocation(n: np.ndarray, c: np.ndarray, budget: int, step: int | N
         values = np.concatenate([
             1.0 - T[rows[None, :, None], np.arange(A)[None, None, :], g[:, None, :]].prod(axis=2).mean(axis=1)
             for g in np.array_split(grid, max(1, len(grid) * P * A // 2_000_000))])
-        return simplest_best(list(grid), values)
+        return preferred(list(grid), values)
     step = step or max(1, budget // 16)
     starts = [greedy(step)]
     uni = uniform_allocation(budget, A)
@@ -165,16 +172,45 @@ def optimize_allocation(n: np.ndarray, c: np.ndarray, budget: int, step: int | N
         starts.append(uni)
     singles = [budget * (np.arange(A) == a) for a in range(A) if cap[a] >= budget]
     if singles:
-        starts.append(max(singles, key=value))
+        starts.append(preferred(singles, [value(s) for s in singles]))
     results = [local_search(s.astype(np.int64), step) for s in starts]
-    return simplest_best([r[0] for r in results], np.array([r[1] for r in results]))
+    return preferred([r[0] for r in results], np.array([r[1] for r in results]))
 
 
-def simplest_best(allocations: list[np.ndarray], values: np.ndarray, tie: float = 1e-12) -> np.ndarray:
-    """The allocation with the highest value; among ties (within `tie`) the one over the fewest alphas,
-    then the first."""
-    tied = np.flatnonzero(values >= values.max() - tie)
-    return allocations[min(tied, key=lambda i: np.count_nonzero(allocations[i]))]
+def preferred(allocations: list[np.ndarray], values) -> np.ndarray:
+    """The allocation with the highest value. The one tie rule of every choice among alphas (the best
+    single, the oracle, the dev-selected single and the optimised allocation): among values within TIE
+    of the best, the allocation over the fewest alphas, then the one with the most samples on the lowest
+    alpha (between singles: the lowest alpha), so a single alpha and an allocation that ties it agree."""
+    values = np.asarray(values, dtype=np.float64)
+    tied = np.flatnonzero(values >= np.nanmax(values) - TIE)
+    return allocations[min(tied, key=lambda i: (np.count_nonzero(allocations[i]), tuple(-allocations[i])))]
+
+
+def best_single(n: np.ndarray, c: np.ndarray, budget: int, cap: np.ndarray | None = None) -> int | None:
+    """The alpha whose `budget` samples alone score the highest mean pass@budget on these problems (ties:
+    preferred()); only alphas with cap >= budget samples (default: on every one of these problems) count.
+    None when no alpha has enough samples."""
+    A = n.shape[1]
+    cap = n.min(axis=0) if cap is None else cap
+    singles = [budget * (np.arange(A) == a) for a in range(A) if cap[a] >= budget]
+    if not singles:
+        return None
+    return int(np.argmax(preferred(singles, [ensemble_pass(n, c, s).mean() for s in singles])))
+
+
+def headroom(c: np.ndarray, single: int | None, clusters) -> dict:
+    """What an ensemble could add over one single alpha on these problems: the problems (and clusters)
+    some alpha solves and `single` does not. Solved: at least one AC among the samples drawn, so pass@k
+    > 0 at every budget k; at k = n it is pass@n = 1, where only these problems leave an ensemble room."""
+    solved = np.asarray(c) > 0
+    some = solved.any(axis=1)
+    by_single = solved[:, single] if single is not None else np.zeros(len(solved), dtype=bool)
+    room = some & ~by_single
+    return {"n_problems": int(len(solved)), "n_clusters": int(len(set(np.asarray(clusters, dtype=str)))),
+            "solved_by_some_alpha": int(some.sum()), "solved_by_single": int(by_single.sum()),
+            "headroom_problems": int(room.sum()),
+            "headroom_clusters": int(len(set(np.asarray(clusters, dtype=str)[room])))}
 
 
 def _uniform_sets(alphas: np.ndarray, windows) -> list[tuple[str, str, list[int]]]:
@@ -216,24 +252,29 @@ def _row(kind, name, alphas, alloc, budget, split, n, c):
             "n_problems": len(n), "note": note, "_x": x}
 
 
-def _finish(rows: list[dict], reference: dict | None, boot, ci) -> list[dict]:
+def _finish(rows: list[dict], reference: dict | None, boots, ci) -> list[dict]:
     """Add pass_at_budget and gain over the reference single, with paired bootstrap CIs (one matrix
-    product for all rows: every row is resampled on the same problem draws)."""
+    product for all rows: every row is resampled on the same draws), and the gain's design effect.
+    boots: (cluster resamples, problem resamples), or None without resamples."""
     ref = reference["_x"] if reference and reference.get("_x") is not None else None
     xs = [r.pop("_x") for r in rows]
     done = [i for i, x in enumerate(xs) if x is not None]
+    boot, independent = boots or (None, None)
     if done:
         X = np.stack([xs[i] for i in done], axis=1)
         X = np.concatenate([X, X - ref[:, None] if ref is not None else np.full_like(X, np.nan)], axis=1)
-        v, lo, hi = weighted_means(X, np.ones_like(X), boot, ci)
+        ones = np.ones_like(X)
+        v, lo, hi = weighted_means(X, ones, boot, ci)
+        deff = (design_effect(weighted_samples(X, ones, boot), weighted_samples(X, ones, independent))
+                if boot is not None else np.full(X.shape[1], np.nan))
     for r in rows:
         r.update(reference=reference["ensemble"] if reference else "", pass_at_budget=np.nan,
                  pass_at_budget_lo=np.nan, pass_at_budget_hi=np.nan, gain_vs_best_single=np.nan,
-                 gain_lo=np.nan, gain_hi=np.nan)
+                 gain_lo=np.nan, gain_hi=np.nan, gain_design_effect=np.nan)
     for j, i in enumerate(done):
         g = j + len(done)
         rows[i].update(pass_at_budget=v[j], pass_at_budget_lo=lo[j], pass_at_budget_hi=hi[j],
-                       gain_vs_best_single=v[g], gain_lo=lo[g], gain_hi=hi[g])
+                       gain_vs_best_single=v[g], gain_lo=lo[g], gain_hi=hi[g], gain_design_effect=deff[g])
         if ref is None and not rows[i]["note"]:
             rows[i]["note"] = "no single checkpoint is estimable at this budget"
     return rows
@@ -256,6 +297,23 @@ def dev_test_split(families, dev_fraction: float, seed: int) -> tuple[np.ndarray
     return np.flatnonzero(in_dev), np.flatnonzero(~in_dev)
 
 
+def _boots(clusters, settings: EnsembleSettings, seed: int):
+    """(cluster resamples, problem resamples) of these problems for the CIs and the design effect."""
+    if not settings.bootstrap or not len(clusters):
+        return None
+    return (bootstrap_counts(clusters, settings.bootstrap, seed),
+            bootstrap_counts(len(clusters), settings.bootstrap, seed))
+
+
+def _parts(P: int, families, settings: EnsembleSettings):
+    """The dev and test problems (split by family) and every problem's bootstrap cluster."""
+    if families is not None and len(families) != P:
+        raise ValueError(f"{len(families)} family labels for {P} problems")
+    clusters = clusters_of(np.arange(P), families, settings.cluster_by)
+    dev, test = dev_test_split(np.arange(P) if families is None else families, settings.dev_fraction, settings.seed)
+    return dev, test, clusters
+
+
 def matched_budget_table(n: np.ndarray, c: np.ndarray, alphas, settings: EnsembleSettings,
                          families=None) -> pd.DataFrame:
     """Every single checkpoint and mixture at each budget: one row per (budget, split, ensemble).
@@ -263,29 +321,24 @@ def matched_budget_table(n: np.ndarray, c: np.ndarray, alphas, settings: Ensembl
     split 'all': singles, uniform mixtures and alpha windows on every problem; the gain is over the
     oracle best single (chosen on the same problems, which favours the single).
     split 'test': the allocation optimised on a seeded dev part and the single best on dev, both
-    evaluated on the held-out problems; the gain is over that dev-selected single. The parts are split by
-    `families` (one label per problem; None: every problem its own family).
+    evaluated on the held-out problems; the gain is over that dev-selected single, and there is none
+    (NO_ENSEMBLE) when the allocation is one alpha. The parts are split by `families` (one label per
+    problem; None: every problem its own family), and CIs resample the clusters of settings.cluster_by.
     """
     n, c = np.asarray(n, dtype=np.int64), np.asarray(c, dtype=np.int64)
     alphas = np.asarray(alphas, dtype=np.float64)
     P, A = n.shape
     budgets = settings.budgets or (int(n.min()),)
-    if families is not None and len(families) != P:
-        raise ValueError(f"{len(families)} family labels for {P} problems")
-    dev, test = dev_test_split(np.arange(P) if families is None else families, settings.dev_fraction, settings.seed)
-    boot_all = bootstrap_counts(P, settings.bootstrap, settings.seed) if settings.bootstrap else None
-    boot_test = (bootstrap_counts(len(test), settings.bootstrap, settings.seed + 1)
-                 if settings.bootstrap and len(test) else None)
+    dev, test, clusters = _parts(P, families, settings)
+    boot_all = _boots(clusters, settings, settings.seed)
+    boot_test = _boots(clusters[test], settings, settings.seed + 1)
     out = []
     for B in budgets:
         singles = [_row("single", f"single {alpha_tag(a)}", alphas, B * (np.arange(A) == i), B, "all", n, c)
                    for i, a in enumerate(alphas)]
-        scored = [(np.mean(r["_x"]), i) for i, r in enumerate(singles) if r["_x"] is not None]
-        oracle = None
-        if scored:
-            best = max(scored, key=lambda t: t[0])[1]  # ties: the lowest alpha
-            oracle = {**singles[best], "kind": "best_single_oracle",
-                      "ensemble": f"best single (oracle) {alpha_tag(alphas[best])}"}
+        best = best_single(n, c, B)
+        oracle = None if best is None else {**singles[best], "kind": "best_single_oracle",
+                                            "ensemble": f"best single (oracle) {alpha_tag(alphas[best])}"}
         rows = singles + ([oracle] if oracle else [])
         for kind, name, idx in _uniform_sets(alphas, settings.windows):
             alloc = np.zeros(A, dtype=np.int64)
@@ -300,30 +353,96 @@ def matched_budget_table(n: np.ndarray, c: np.ndarray, alphas, settings: Ensembl
     return pd.DataFrame(out, columns=[
         "budget", "split", "kind", "ensemble", "alphas", "allocation", "n_problems", "pass_at_budget",
         "pass_at_budget_lo", "pass_at_budget_hi", "gain_vs_best_single", "gain_lo", "gain_hi",
-        "reference", "dev_pass_at_budget", "note"])
+        "gain_design_effect", "reference", "dev_pass_at_budget", "note"])
 
 
-def _held_out(n, c, alphas, B, dev, test, boot, ci) -> list[dict]:
+def dev_choice(n: np.ndarray, c: np.ndarray, budget: int, dev: np.ndarray) -> tuple[int | None, np.ndarray | None]:
+    """What the dev problems choose at this budget: the best single alpha (None when no alpha has the
+    samples) and the optimised allocation (None when the budget exceeds every alpha's samples together),
+    both by preferred()'s tie rule, so an allocation that puts everything on one alpha puts it on the
+    single's."""
+    cap = n.min(axis=0)
+    single = best_single(n[dev], c[dev], budget, cap)
+    alloc = optimize_allocation(n[dev], c[dev], budget) if cap.sum() >= budget else None
+    return single, alloc
+
+
+def _held_out(n, c, alphas, B, dev, test, boots, ci) -> list[dict]:
     A = len(alphas)
     cap = n.min(axis=0)
-    feasible = [a for a in range(A) if cap[a] >= B]
+    single, alloc = dev_choice(n, c, B, dev)
     rows, dev_values = [], []
     best_dev = None
-    if feasible:
-        dev_scores = [ensemble_pass(n[dev], c[dev], B * (np.arange(A) == a)).mean() for a in feasible]
-        a = feasible[int(np.argmax(dev_scores))]
-        best_dev = _row("best_single_dev", f"best single (dev-selected) {alpha_tag(alphas[a])}", alphas,
-                        B * (np.arange(A) == a), B, "test", n[test], c[test])
+    if single is not None:
+        one = B * (np.arange(A) == single)
+        best_dev = _row("best_single_dev", f"best single (dev-selected) {alpha_tag(alphas[single])}", alphas,
+                        one, B, "test", n[test], c[test])
         rows.append(best_dev)
-        dev_values.append(max(dev_scores))
-    if cap.sum() >= B:
-        alloc = optimize_allocation(n[dev], c[dev], B)
+        dev_values.append(ensemble_pass(n[dev], c[dev], one).mean())
+    if alloc is not None:
         rows.append(_row("optimized", "optimized (dev-selected)", alphas, alloc, B, "test", n[test], c[test]))
         dev_values.append(ensemble_pass(n[dev], c[dev], alloc).mean())
     uni = uniform_allocation(B, A)
     rows.append(_row("uniform", "uniform all", alphas, uni, B, "test", n[test], c[test]))
     dev_values.append(ensemble_pass(n[dev], c[dev], uni).mean() if np.all(uni <= cap) else np.nan)
-    rows = _finish(rows, best_dev, boot, ci)
+    rows = _finish(rows, best_dev, boots, ci)
     for r, v in zip(rows, dev_values):
         r["dev_pass_at_budget"] = v
+        if r["kind"] == "optimized" and np.count_nonzero(alloc) == 1:  # a single alpha is no ensemble
+            r.update(gain_vs_best_single=np.nan, gain_lo=np.nan, gain_hi=np.nan, gain_design_effect=np.nan,
+                     note=f"{NO_ENSEMBLE}: the dev split put the whole budget on alpha "
+                          f"{alpha_tag(alphas[np.argmax(alloc)])}")
     return rows
+
+
+def budget_ks(n_min: int, budget: int | None = None) -> list[int]:
+    """The budgets of a curve: k = 1..n (48 log-spaced values beyond 64), and `budget` if it fits."""
+    ks = np.arange(1, n_min + 1) if n_min <= 64 else np.unique(np.geomspace(1, n_min, 48).round().astype(int))
+    return sorted(set(ks.tolist()) | ({budget} if budget is not None and budget <= n_min else set()))
+
+
+def budget_curve(n: np.ndarray, c: np.ndarray, alphas, settings: EnsembleSettings, families=None,
+                 ks=None) -> pd.DataFrame:
+    """Claim 4b at every budget k (budget_ks by default): on the held-out families, pass@k of the
+    dev-selected single alpha and of the dev-optimised allocation, the gain with its cluster-bootstrap
+    CI (NaN when the allocation is one alpha: NO_ENSEMBLE) and the headroom over that single. The split
+    and resamples are matched_budget_table's, so the row at its budget agrees with its 'test' rows."""
+    n, c = np.asarray(n, dtype=np.int64), np.asarray(c, dtype=np.int64)
+    alphas = np.asarray(alphas, dtype=np.float64)
+    P, A = n.shape
+    dev, test, clusters = _parts(P, families, settings)
+    columns = ["k", "n_test_problems", "n_test_clusters", "single_alpha", "single_pass_at_k", "allocation",
+               "ensemble_pass_at_k", "ensemble_chosen", "gain", "gain_lo", "gain_hi", "gain_design_effect",
+               "headroom_problems", "headroom_clusters", "note"]
+    if not (len(dev) and len(test)):
+        return pd.DataFrame(columns=columns)
+    boots = _boots(clusters[test], settings, settings.seed + 1)
+    rows = []
+    for k in ks or budget_ks(int(n.min())):
+        single, alloc = dev_choice(n, c, int(k), dev)
+        room = headroom(c[test], single, clusters[test])
+        row = {"k": int(k), "n_test_problems": len(test), "n_test_clusters": room["n_clusters"],
+               "single_alpha": np.nan if single is None else alphas[single], "single_pass_at_k": np.nan,
+               "allocation": "", "ensemble_pass_at_k": np.nan, "ensemble_chosen": False, "gain": np.nan,
+               "gain_lo": np.nan, "gain_hi": np.nan, "gain_design_effect": np.nan,
+               "headroom_problems": room["headroom_problems"], "headroom_clusters": room["headroom_clusters"],
+               "note": ""}
+        if single is None or alloc is None or np.any(alloc > n[test].min(axis=0)):
+            rows.append({**row, "note": "not estimable at this budget"})
+            continue
+        one = k * (np.arange(A) == single)
+        x_single, x_ens = ensemble_pass(n[test], c[test], one), ensemble_pass(n[test], c[test], alloc)
+        row.update(single_pass_at_k=x_single.mean(), ensemble_pass_at_k=x_ens.mean(),
+                   allocation=" ".join(f"{alpha_tag(alphas[i])}:{alloc[i]}" for i in np.flatnonzero(alloc)),
+                   ensemble_chosen=bool(np.count_nonzero(alloc) >= 2))
+        if row["ensemble_chosen"]:
+            X = (x_ens - x_single)[:, None]
+            (gain,), (lo,), (hi,) = weighted_means(X, np.ones_like(X), None if boots is None else boots[0],
+                                                   settings.ci)
+            deff = (design_effect(weighted_samples(X, np.ones_like(X), boots[0]),
+                                  weighted_samples(X, np.ones_like(X), boots[1]))[0] if boots else np.nan)
+            row.update(gain=gain, gain_lo=lo, gain_hi=hi, gain_design_effect=deff)
+        else:
+            row["note"] = f"{NO_ENSEMBLE}: the dev split put the whole budget on alpha {alpha_tag(alphas[np.argmax(alloc)])}"
+        rows.append(row)
+    return pd.DataFrame(rows, columns=columns)

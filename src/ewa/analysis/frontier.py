@@ -13,9 +13,9 @@ from tqdm import tqdm
 
 from ewa.alphas import alpha_label, alpha_tag
 from ewa.analysis.behaviour import behaviour_table
-from ewa.analysis.bootstrap import bootstrap_counts, weighted_means
+from ewa.analysis.bootstrap import bootstrap_counts, clusters_of, weighted_means
 from ewa.analysis.ensemble import EnsembleSettings, matched_budget_table
-from ewa.analysis.metrics import (MetricsSettings, VerdictCounts, pass_at_k_or_nan, per_problem_stats,
+from ewa.analysis.metrics import (MetricsSettings, VerdictCounts, id_family, pass_at_k_or_nan, per_problem_stats,
                                   problem_attributes, read_evals)
 from ewa.io import atomic_path, provenance, write_json
 
@@ -33,11 +33,16 @@ def output_files(formats=PLOT_FORMATS) -> list[str]:
 @dataclass
 class AlphaGrid(VerdictCounts):
     """Verdict counts of every problem under every alpha: counts[p, a, v], alphas ascending.
-    difficulty and family per problem come from the problems file (None without one)."""
+    difficulty per problem comes from the problems file (None without one); family from the problems
+    file or, without one, from the problem's id (metrics.id_family; None: every problem its own)."""
     alphas: np.ndarray = None
     sources: list[str] = None
     difficulty: np.ndarray | None = None
     families: np.ndarray | None = None
+
+    def clusters(self, cluster_by: str) -> np.ndarray:
+        """The bootstrap's cluster of every problem (evaluate.cluster_by: "family" or "problem")."""
+        return clusters_of(self.problem_ids, self.families, cluster_by)
 
 
 def load_grid(specs: list[tuple[float, Path]], problems: Path | None = None) -> AlphaGrid:
@@ -60,8 +65,8 @@ def load_grid(specs: list[tuple[float, Path]], problems: Path | None = None) -> 
             raise ValueError(f"{t.source}: problems differ from {ref.source}: {len(missing)} missing, "
                              f"{len(extra)} extra (e.g. {example!r})")
     counts = np.stack([t.counts for t in tables], axis=1)
-    difficulty, families = (problem_attributes(problems, ref.problem_ids, "difficulty", "family")
-                            if problems else (None, None))
+    difficulty, families = (problem_attributes(problems, ref.problem_ids, "difficulty", "family") if problems
+                            else (None, np.array([id_family(p) for p in ref.problem_ids], dtype=object)))
     return AlphaGrid(ref.problem_ids, counts, alphas, [t.source for t in tables], difficulty, families)
 
 
@@ -81,11 +86,14 @@ def pareto_mask(points, minimize=True) -> np.ndarray:
 FRONT_METRICS = ("optimization_failure_rate", "correctness_failure_rate", "ac_rate", "solved_rate")
 
 
-def frontier_table(counts: np.ndarray, alphas: np.ndarray, settings: MetricsSettings) -> pd.DataFrame:
+def frontier_table(counts: np.ndarray, alphas: np.ndarray, settings: MetricsSettings,
+                   clusters=None) -> pd.DataFrame:
     """One row per alpha: every metric with _lo/_hi, and `pareto` (no other alpha has both a lower
-    optimization-failure and a lower correctness-failure rate). CIs share one paired resample."""
+    optimization-failure and a lower correctness-failure rate). CIs share one paired resample of
+    `clusters` (one label per problem, AlphaGrid.clusters; None: every problem its own)."""
     names, X, W = per_problem_stats(counts, settings.k)
-    boot = bootstrap_counts(len(counts), settings.bootstrap, settings.seed) if settings.bootstrap else None
+    units = len(counts) if clusters is None else clusters
+    boot = bootstrap_counts(units, settings.bootstrap, settings.seed) if settings.bootstrap else None
     value, lo, hi = weighted_means(X, W, boot, settings.ci)  # (A, S)
     n = counts.sum(-1)
     frame = pd.DataFrame({"alpha": alphas, "label": [alpha_label(a) for a in alphas],
@@ -138,8 +146,10 @@ def by_difficulty(grid: AlphaGrid, settings: MetricsSettings) -> pd.DataFrame:
     if grid.difficulty is None:
         return pd.DataFrame()
     frames = []
+    clusters = grid.clusters(settings.cluster_by)
     for d in sorted(set(grid.difficulty)):
-        frame = frontier_table(grid.counts[grid.difficulty == d], grid.alphas, settings)
+        these = grid.difficulty == d
+        frame = frontier_table(grid.counts[these], grid.alphas, settings, clusters[these])
         frame.insert(0, "difficulty", d)
         frames.append(frame)
     return pd.concat(frames, ignore_index=True)
@@ -148,7 +158,7 @@ def by_difficulty(grid: AlphaGrid, settings: MetricsSettings) -> pd.DataFrame:
 def write_frontier(grid: AlphaGrid, out_dir: Path, metrics: MetricsSettings, ensembles: EnsembleSettings,
                    formats=PLOT_FORMATS, prov: dict | None = None) -> dict:
     """Write every table and plot into out_dir at once (a temp dir renamed on success)."""
-    front = frontier_table(grid.counts, grid.alphas, metrics)
+    front = frontier_table(grid.counts, grid.alphas, metrics, grid.clusters(metrics.cluster_by))
     ens = matched_budget_table(grid.n, grid.c, grid.alphas, ensembles, grid.families)
     curves = pass_at_k_curves(grid)
     pairs = overlaps(grid)

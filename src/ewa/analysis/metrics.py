@@ -1,5 +1,5 @@
-"""Statistics of judged samples: unbiased pass@k, verdict mix, optimization/correctness failure rates,
-per-difficulty breakdowns and problem-level bootstrap confidence intervals, all vectorised with numpy.
+"""Statistics of judged samples: unbiased pass@k, verdict mix, optimization/correctness failure rates and
+per-difficulty breakdowns, all vectorised with numpy (their CIs: ewa.analysis.bootstrap).
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ewa.analysis.bootstrap import CLUSTER_BY
 from ewa.problems import read_problems
 from ewa.verdicts import AC, FAILURE_VERDICTS, VERDICTS, columns
 
@@ -30,8 +31,11 @@ class MetricsSettings:
     bootstrap: int  # resamples of problems for the CIs; 0 disables them
     ci: float  # percentile interval coverage
     seed: int  # seeds the bootstrap resampling
+    cluster_by: str  # what the bootstrap resamples: "family" (a problem without one is its own) or "problem"
 
     def __post_init__(self):
+        if self.cluster_by not in CLUSTER_BY:
+            raise ValueError(f"cluster_by must be one of {', '.join(CLUSTER_BY)}, got {self.cluster_by!r}")
         if not self.k or any(int(k) != k or k < 1 for k in self.k):
             raise ValueError(f"k must be positive integers, got {self.k!r}")
         if self.bootstrap < 0:
@@ -212,8 +216,16 @@ def problem_attributes(problems_path: str | os.PathLike, problem_ids, *names: st
     return [np.array([getattr(by_id[pid], name) for pid in problem_ids], dtype=object) for name in names]
 
 
+def id_family(problem_id: str) -> str:
+    """A problem's family read from its id, for steps that have no problems file: the mini set's ids are
+    mini/<family>/<parameters> (ewa.data.mini.build), the family its problems file records; any other id
+    is a problem of its own, as Problem.family has it for a benchmark without families."""
+    parts = str(problem_id).split("/")
+    return parts[1] if len(parts) == 3 and parts[0] == "mini" else str(problem_id)
+
+
 # ---------------------------------------------------------------------------------------------------
-# Per-problem statistics and the problem-level bootstrap
+# Per-problem statistics
 # ---------------------------------------------------------------------------------------------------
 
 def per_problem_stats(counts: np.ndarray, ks=(1, 10)) -> tuple[list[str], np.ndarray, np.ndarray]:

@@ -1,5 +1,6 @@
 """Figures of the study: the correctness-efficiency frontier across alphas, pass@k curves, matched-
-budget ensemble gains and solve overlaps. Agg backend; every figure saved as PNG and SVG atomically.
+budget ensemble gains (at one budget and over budgets) and solve overlaps. Agg backend; every figure
+saved atomically, as PNG and SVG unless asked otherwise.
 """
 from __future__ import annotations
 
@@ -129,8 +130,10 @@ def plot_ensembles(ensembles: pd.DataFrame, stem: Path, formats=("png", "svg"), 
         d = d.iloc[::-1]
         is_ref = d["kind"].str.startswith("best_single").to_numpy()
         gain = d["gain_vs_best_single"].to_numpy(dtype=float)
-        colors = np.where(is_ref, "0.6", np.where(np.nan_to_num(gain) > 1e-9, "tab:green",
-                                                  np.where(np.nan_to_num(gain) < -1e-9, "tab:red", "tab:blue")))
+        # a NaN gain (no ensemble chosen: the allocation is one alpha) is no comparison: grey like the reference
+        colors = np.where(is_ref | np.isnan(gain), "0.6",
+                          np.where(np.nan_to_num(gain) > 1e-9, "tab:green",
+                                   np.where(np.nan_to_num(gain) < -1e-9, "tab:red", "tab:blue")))
         ypos = np.arange(len(d))
         v = d["pass_at_budget"].to_numpy(dtype=float)
         lo = d["pass_at_budget_lo"].fillna(d["pass_at_budget"]).to_numpy(dtype=float)
@@ -156,6 +159,47 @@ def plot_ensembles(ensembles: pd.DataFrame, stem: Path, formats=("png", "svg"), 
     axes[-1, 0].set_xlabel(f"pass@{budget}: {budget} samples per problem split across the checkpoints")
     fig.suptitle(f"Matched-budget ensembles vs the best single checkpoint (B = {budget}; gain in brackets)",
                  fontsize=10)
+    fig.tight_layout()
+    return _save(fig, stem, formats)
+
+
+def plot_budget_curve(curve: pd.DataFrame, stem: Path, formats=("png", "svg")) -> list[Path]:
+    """Claim 4b over budgets: on the held-out families, pass@k of the dev-selected single alpha and of the
+    dev-optimised allocation (top; hollow where the allocation is that one alpha) and the gain with its
+    CI (bottom), with the headroom over the single as a step line."""
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.4, 5.6), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
+    c = curve.sort_values("k") if len(curve) else curve
+    if len(c):
+        k = c["k"].to_numpy(dtype=float)
+        chosen = c["ensemble_chosen"].astype(bool).to_numpy()
+        top.plot(k, c["single_pass_at_k"], "-o", color="0.4", ms=4, label="best single alpha (dev-selected)")
+        top.plot(k, c["ensemble_pass_at_k"], "-", color="tab:green", lw=1, zorder=1)
+        top.scatter(k[chosen], c["ensemble_pass_at_k"][chosen], color="tab:green", marker="D", s=30, zorder=3,
+                    label="dev-optimised allocation")
+        top.scatter(k[~chosen], c["ensemble_pass_at_k"][~chosen], facecolors="none", edgecolors="tab:green",
+                    marker="D", s=30, zorder=3, label="allocation = one alpha (no ensemble chosen)")
+        gain, lo, hi = (c[col].to_numpy(dtype=float) for col in ("gain", "gain_lo", "gain_hi"))
+        ok = ~np.isnan(gain)
+        if ok.any():
+            err = np.abs(np.stack([gain[ok] - np.where(np.isnan(lo[ok]), gain[ok], lo[ok]),
+                                   np.where(np.isnan(hi[ok]), gain[ok], hi[ok]) - gain[ok]]))
+            bottom.errorbar(k[ok], gain[ok], yerr=err, fmt="D", color="tab:green", ms=4, capsize=2,
+                            label="gain (CI)")
+        bottom.axhline(0, color="0.3", lw=0.8, ls=":")
+        room = bottom.twinx()
+        room.step(k, c["headroom_problems"], where="mid", color="tab:orange", lw=1, alpha=0.8)
+        room.set_ylabel("headroom (problems)", color="tab:orange")
+        room.set_ylim(bottom=0)
+        if k.max() > 16:
+            for ax in (top, bottom):
+                ax.set_xscale("log")
+        top.legend(loc="lower right", frameon=False, fontsize=8)
+    else:
+        top.text(0.5, 0.5, "no held-out families to score on", ha="center", va="center", transform=top.transAxes)
+    top.set_ylabel("pass@k on held-out families")
+    top.set_title("Claim 4b over budgets: ensemble vs the best single alpha, both chosen on dev families")
+    bottom.set_ylabel("gain (ensemble − single)")
+    bottom.set_xlabel("k (samples per problem, split across the allocation's alphas)")
     fig.tight_layout()
     return _save(fig, stem, formats)
 
