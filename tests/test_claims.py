@@ -72,9 +72,9 @@ def test_claims_match_hand_counted_rates(tmp_path, capsys):
     assert claims.loc["ensemble_uniform", "design_effect"] == pytest.approx(uniform.gain_design_effect)
     # Every problem some alpha solves, alpha -0.5 (the lowest of the tied best singles) solves too: no
     # ensemble could gain, and below evaluate.min_headroom (8) that is untestable, not refuted.
-    assert claims.loc["ensemble_uniform", "note"] == ("headroom at B = 10: 0 of 4 problems (0 clusters) solved by "
-                                                      "some alpha and not by alpha -0.50, the best single one; "
-                                                      "testable from 8")
+    assert claims.loc["ensemble_uniform", "note"] == ("headroom at B = 10: at most 0.0 of 4 problems to gain over "
+                                                      "alpha -0.50, the best single one (0 solved by some alpha and "
+                                                      "not by it, in 0 clusters); testable from 8")
     assert claims.loc["ensemble_uniform", "verdict"] == "untestable (saturated)"
     # With n = B = 10, all samples of any alpha that solves a problem cover it: no mixture beats the best
     # single alpha on the dev family, so the allocation is one alpha and there is no gain to report.
@@ -87,9 +87,10 @@ def test_claims_match_hand_counted_rates(tmp_path, capsys):
     out = tmp_path / "results/claims/mini/reasoning"
     headroom = json.loads((out / "headroom.json").read_text())
     assert {k: headroom[k] for k in ("n_problems", "solved_by_some_alpha", "solved_by_best_single",
-                                     "best_single_alpha", "headroom_problems", "budget", "min_headroom")} == {
+                                     "best_single_alpha", "headroom_problems", "headroom_at_budget", "budget",
+                                     "min_headroom")} == {
         "n_problems": 4, "solved_by_some_alpha": 3, "solved_by_best_single": 3, "best_single_alpha": -0.5,
-        "headroom_problems": 0, "budget": 10, "min_headroom": 8}
+        "headroom_problems": 0, "headroom_at_budget": 0.0, "budget": 10, "min_headroom": 8}
     assert headroom["n_clusters"] == 2 and headroom["cluster_by"] == "family"
     assert headroom["claims"]["ensemble_selected"]["split"] == "test"
     assert not headroom["claims"]["ensemble_selected"]["testable"]

@@ -10,7 +10,7 @@ import pytest
 
 from helpers import ensemble_settings
 
-from ewa.analysis.ensemble import (best_single, budget_curve, budget_ks, dev_test_split, ensemble_pass,
+from ewa.analysis.ensemble import (best_single, budget_curve, budget_ks, dev_test_split, ensemble_pass, headroom,
                                    matched_budget_table, optimize_allocation, preferred, uniform_allocation)
 from ewa.analysis.metrics import pass_at_k
 
@@ -304,6 +304,33 @@ def test_budget_curve_is_claim_4b_at_every_budget():
     assert curve.loc[1, "note"].startswith("no ensemble chosen")
     assert curve.loc[3:, "ensemble_chosen"].all() and (curve.loc[3:, "gain_lo"] > 0).all()
     assert curve.gain.isna().eq(~curve.ensemble_chosen).all()
-    # the headroom: held-out problems the other alpha solves and the dev-selected single does not
+    # the headroom: held-out problems the other alpha solves and the dev-selected single does not, and
+    # the most any allocation could add at each budget (those problems at k = n)
     assert (curve.headroom_problems == 2 * curve.headroom_clusters).all() and curve.loc[10, "headroom_problems"] > 0
+    assert curve.loc[10, "headroom_at_k"] == curve.loc[10, "headroom_problems"]
+    assert (curve.gain * curve.n_test_problems <= curve.headroom_at_k + 1e-9).where(curve.ensemble_chosen, True).all()
     assert budget_ks(300, budget=100) == sorted(set(budget_ks(300)) | {100}) and len(budget_ks(300)) <= 49
+
+
+def test_headroom_bounds_every_allocations_gain():
+    # No allocation adds more problems over a single alpha than headroom_at_budget, whatever the counts
+    rng = np.random.default_rng(4)
+    for _ in range(30):
+        P, A, m = int(rng.integers(3, 12)), int(rng.integers(2, 4)), int(rng.integers(3, 7))
+        B = int(rng.integers(1, m + 1))
+        n, c = np.full((P, A), m), rng.binomial(m, rng.beta(0.4, 1.2, size=(P, A)))
+        single = int(rng.integers(A))
+        bound = headroom(n, c, single, np.arange(P), B)["headroom_at_budget"]
+        base = ensemble_pass(n, c, B * (np.arange(A) == single)).sum()
+        for alloc in itertools.product(*(range(B + 1) for _ in range(A))):
+            if sum(alloc) == B:
+                assert ensemble_pass(n, c, np.array(alloc)).sum() - base <= bound + 1e-9
+    # at B = n the bound counts the problems some alpha solves and the single does not
+    n, c = np.full((4, 2), 8), np.array([[0, 3], [2, 0], [0, 0], [1, 1]])
+    room = headroom(n, c, 0, np.array(["f0", "f0", "f1", "f1"]), 8)
+    assert room["headroom_at_budget"] == room["headroom_problems"] == 1 and room["headroom_clusters"] == 1
+    # below n every alpha may solve every problem at least once and still leave room at the budget used
+    n, c = np.full((10, 2), 64), np.tile([[4, 1]], (10, 1))
+    c[5:] = c[5:, ::-1]  # alpha 0 is strong on the first half, alpha 1 on the second
+    room = headroom(n, c, 0, np.arange(10), 8)
+    assert room["headroom_problems"] == 0 and room["headroom_at_budget"] == pytest.approx(1.485, abs=1e-3)

@@ -231,8 +231,9 @@ def ensemble_evidence(grid: AlphaGrid, ensembles: pd.DataFrame | None,
     first, else settings.budget), for 4a over the best single alpha on every problem and for 4b over the
     dev-selected single on the held-out families, and claim 4b at every budget k = 1..n (budget_curve).
 
-    An ensemble gains only on problems some alpha solves and the single does not (at k = n exactly
-    those); with fewer than settings.min_headroom of them a claim is untestable (saturated). The split
+    No allocation can add more problems over the single than ensemble.headroom's headroom_at_budget (at
+    k = n: the problems some alpha solves and the single does not); below settings.min_headroom a claim is
+    untestable (saturated). The split
     and the dev choices are `ewa frontier`'s (same families, dev share and seed): a different choice at
     the ensembles' budget is an error, not a silent second answer.
     """
@@ -240,7 +241,7 @@ def ensemble_evidence(grid: AlphaGrid, ensembles: pd.DataFrame | None,
     clusters = grid.clusters(settings.cluster_by)
     single = best_single(grid.n, grid.c, budget)
     oracle = {"split": "all", "single_alpha": None if single is None else float(grid.alphas[single]),
-              **headroom(grid.c, single, clusters)}
+              **headroom(grid.n, grid.c, single, clusters, budget)}
     fit = EnsembleSettings(budgets=(budget,), windows=(), dev_fraction=settings.dev_fraction, seed=settings.seed,
                            bootstrap=settings.bootstrap, ci=settings.ci, cluster_by=settings.cluster_by)
     curve = budget_curve(grid.n, grid.c, grid.alphas, fit, grid.families, budget_ks(int(grid.n.min()), budget))
@@ -249,19 +250,21 @@ def ensemble_evidence(grid: AlphaGrid, ensembles: pd.DataFrame | None,
         r = at.iloc[0]
         selected = {"split": "test", "single_alpha": None if np.isnan(r.single_alpha) else float(r.single_alpha),
                     "n_problems": int(r.n_test_problems), "n_clusters": int(r.n_test_clusters),
-                    "headroom_problems": int(r.headroom_problems), "headroom_clusters": int(r.headroom_clusters)}
+                    "headroom_at_budget": float(r.headroom_at_k), "headroom_problems": int(r.headroom_problems),
+                    "headroom_clusters": int(r.headroom_clusters)}
         check_split(ensembles, r, budget)
     else:  # no held-out part (one family) or a budget beyond the samples
         selected = {"split": "test", "single_alpha": None, "n_problems": 0, "n_clusters": 0,
-                    "headroom_problems": 0, "headroom_clusters": 0}
+                    "headroom_at_budget": 0.0, "headroom_problems": 0, "headroom_clusters": 0}
     claims = {"ensemble_uniform": oracle, "ensemble_selected": selected}
     for room in claims.values():
-        room["testable"] = room["headroom_problems"] >= settings.min_headroom
+        room["testable"] = room["headroom_at_budget"] >= settings.min_headroom - 1e-9
     # The top level is 4a's (every problem, the best single alpha), as ewa science reads it.
     summary = {"n_problems": oracle["n_problems"], "solved_by_some_alpha": oracle["solved_by_some_alpha"],
                "solved_by_best_single": oracle["solved_by_single"],
                "best_single_alpha": oracle["single_alpha"], "n_clusters": oracle["n_clusters"],
-               "headroom_problems": oracle["headroom_problems"], "headroom_clusters": oracle["headroom_clusters"],
+               "headroom_at_budget": oracle["headroom_at_budget"], "headroom_problems": oracle["headroom_problems"],
+               "headroom_clusters": oracle["headroom_clusters"],
                "budget": budget, "min_headroom": settings.min_headroom, "cluster_by": settings.cluster_by,
                "claims": claims}
     return summary, curve
@@ -285,9 +288,10 @@ def ceiling(room: dict, minimum: int, budget: int) -> str:
     single = "no single alpha" if room["single_alpha"] is None else f"alpha {alpha_tag(room['single_alpha'])}"
     which = "the best single one" if room["split"] == "all" else "the dev-selected single one"
     where = "problems" if room["split"] == "all" else "held-out problems"
-    return (f"headroom at B = {budget}: {room['headroom_problems']} of {room['n_problems']} {where} "
-            f"({room['headroom_clusters']} clusters) solved by some alpha and not by {single}, {which}; "
-            f"testable from {minimum}")
+    clusters = f"{room['headroom_clusters']} cluster{'s' * (room['headroom_clusters'] != 1)}"
+    return (f"headroom at B = {budget}: at most {room['headroom_at_budget']:.1f} of {room['n_problems']} {where} "
+            f"to gain over {single}, {which} ({room['headroom_problems']} solved by some alpha and not by it, "
+            f"in {clusters}); testable from {minimum}")
 
 
 def per_alpha(grid: AlphaGrid) -> pd.DataFrame:

@@ -25,7 +25,7 @@ import pandas as pd
 from ewa.alphas import alpha_tag
 from ewa.analysis.bootstrap import (CLUSTER_BY, bootstrap_counts, clusters_of, design_effect, weighted_means,
                                     weighted_samples)
-from ewa.analysis.metrics import miss_probability
+from ewa.analysis.metrics import miss_probability, pass_at_k_or_nan
 
 NO_ENSEMBLE = "no ensemble chosen"  # the dev split put the whole budget on one alpha: nothing to compare
 TIE = 1e-12  # values this close are equal: preferred() decides between them
@@ -199,18 +199,29 @@ def best_single(n: np.ndarray, c: np.ndarray, budget: int, cap: np.ndarray | Non
     return int(np.argmax(preferred(singles, [ensemble_pass(n, c, s).mean() for s in singles])))
 
 
-def headroom(c: np.ndarray, single: int | None, clusters) -> dict:
-    """What an ensemble could add over one single alpha on these problems: the problems (and clusters)
-    some alpha solves and `single` does not. Solved: at least one AC among the samples drawn, so pass@k
-    > 0 at every budget k; at k = n it is pass@n = 1, where only these problems leave an ensemble room."""
-    solved = np.asarray(c) > 0
+def headroom(n: np.ndarray, c: np.ndarray, single: int | None, clusters, budget: int) -> dict:
+    """What an ensemble of `budget` samples could add over one single alpha on these problems.
+
+    headroom_at_budget: sum over problems of (the best alpha's pass@budget on that problem minus the
+    single's), the most problems any allocation could add: an allocation's estimated miss probability,
+    prod_i C(n-c_i, b_i)/C(n, b_i), is at least the smallest C(n-c_i, B)/C(n, B) (each log factor is concave
+    in b_i and 0 at b_i = 0). headroom_problems (and _clusters): the problems some alpha solves (an AC
+    among its samples) and the single does not; at budget = n the two counts are equal.
+    """
+    n, c = np.asarray(n), np.asarray(c)
+    clusters = np.asarray(clusters).astype(str)
+    solved = c > 0
     some = solved.any(axis=1)
     by_single = solved[:, single] if single is not None else np.zeros(len(solved), dtype=bool)
     room = some & ~by_single
-    return {"n_problems": int(len(solved)), "n_clusters": int(len(set(np.asarray(clusters, dtype=str)))),
+    reach = np.stack([pass_at_k_or_nan(n[:, a], c[:, a], budget) for a in range(n.shape[1])], axis=1)
+    reach = np.where(np.isnan(reach), solved.astype(np.float64), reach)  # too few samples: as solved as seen
+    best = reach.max(axis=1) if len(reach) else np.zeros(0)
+    gap = best - (reach[:, single] if single is not None else 0.0)
+    return {"n_problems": int(len(solved)), "n_clusters": int(len(set(clusters))),
             "solved_by_some_alpha": int(some.sum()), "solved_by_single": int(by_single.sum()),
-            "headroom_problems": int(room.sum()),
-            "headroom_clusters": int(len(set(np.asarray(clusters, dtype=str)[room])))}
+            "headroom_at_budget": round(float(gap.sum()), 6), "headroom_problems": int(room.sum()),
+            "headroom_clusters": int(len(set(clusters[room])))}
 
 
 def _uniform_sets(alphas: np.ndarray, windows) -> list[tuple[str, str, list[int]]]:
@@ -413,19 +424,20 @@ def budget_curve(n: np.ndarray, c: np.ndarray, alphas, settings: EnsembleSetting
     dev, test, clusters = _parts(P, families, settings)
     columns = ["k", "n_test_problems", "n_test_clusters", "single_alpha", "single_pass_at_k", "allocation",
                "ensemble_pass_at_k", "ensemble_chosen", "gain", "gain_lo", "gain_hi", "gain_design_effect",
-               "headroom_problems", "headroom_clusters", "note"]
+               "headroom_at_k", "headroom_problems", "headroom_clusters", "note"]
     if not (len(dev) and len(test)):
         return pd.DataFrame(columns=columns)
     boots = _boots(clusters[test], settings, settings.seed + 1)
     rows = []
     for k in ks or budget_ks(int(n.min())):
         single, alloc = dev_choice(n, c, int(k), dev)
-        room = headroom(c[test], single, clusters[test])
+        room = headroom(n[test], c[test], single, clusters[test], int(k))
         row = {"k": int(k), "n_test_problems": len(test), "n_test_clusters": room["n_clusters"],
                "single_alpha": np.nan if single is None else alphas[single], "single_pass_at_k": np.nan,
                "allocation": "", "ensemble_pass_at_k": np.nan, "ensemble_chosen": False, "gain": np.nan,
                "gain_lo": np.nan, "gain_hi": np.nan, "gain_design_effect": np.nan,
-               "headroom_problems": room["headroom_problems"], "headroom_clusters": room["headroom_clusters"],
+               "headroom_at_k": room["headroom_at_budget"], "headroom_problems": room["headroom_problems"],
+               "headroom_clusters": room["headroom_clusters"],
                "note": ""}
         if single is None or alloc is None or np.any(alloc > n[test].min(axis=0)):
             rows.append({**row, "note": "not estimable at this budget"})

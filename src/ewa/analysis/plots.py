@@ -166,7 +166,8 @@ def plot_ensembles(ensembles: pd.DataFrame, stem: Path, formats=("png", "svg"), 
 def plot_budget_curve(curve: pd.DataFrame, stem: Path, formats=("png", "svg")) -> list[Path]:
     """Claim 4b over budgets: on the held-out families, pass@k of the dev-selected single alpha and of the
     dev-optimised allocation (top; hollow where the allocation is that one alpha) and the gain with its
-    CI (bottom), with the headroom over the single as a step line."""
+    CI (bottom), with the headroom over the single (the most problems any allocation could add) as a step
+    line."""
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.4, 5.6), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
     c = curve.sort_values("k") if len(curve) else curve
     if len(c):
@@ -187,8 +188,8 @@ def plot_budget_curve(curve: pd.DataFrame, stem: Path, formats=("png", "svg")) -
                             label="gain (CI)")
         bottom.axhline(0, color="0.3", lw=0.8, ls=":")
         room = bottom.twinx()
-        room.step(k, c["headroom_problems"], where="mid", color="tab:orange", lw=1, alpha=0.8)
-        room.set_ylabel("headroom (problems)", color="tab:orange")
+        room.step(k, c["headroom_at_k"], where="mid", color="tab:orange", lw=1, alpha=0.8)
+        room.set_ylabel("headroom: most problems to gain", color="tab:orange")
         room.set_ylim(bottom=0)
         if k.max() > 16:
             for ax in (top, bottom):
