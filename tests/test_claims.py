@@ -56,6 +56,7 @@ def test_claims_match_hand_counted_rates(tmp_path, capsys):
     assert claims.loc["opt_monotone", ["value", "ci_lo", "ci_hi"]].tolist() == [-1.0, -1.0, -1.0]
     assert claims.loc["corr_monotone", ["value", "ci_lo", "ci_hi"]].tolist() == [1.0, 1.0, 1.0]
     assert (claims.loc[["opt_monotone", "corr_monotone"], "verdict"] == "reproduced").all()
+    assert claims.loc["opt_monotone", "note"].startswith("one alpha between the endpoints")
     for row in claims.itertuples():
         if not np.isnan(row.value):
             assert row.ci_lo <= row.value + 1e-12 and row.value <= row.ci_hi + 1e-12, row.Index

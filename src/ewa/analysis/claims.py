@@ -187,6 +187,11 @@ def measure(grid: AlphaGrid, ensembles: pd.DataFrame | None, settings: ClaimsSet
             why = f"{len(inner)} alphas in [0, 1]; a monotone trend needs {MIN_MONOTONE}"
         elif c.key in MONOTONE and np.isnan(point):
             outcome, why = "not reproduced", "the share is the same at every alpha in [0, 1]"
+        elif c.key in MONOTONE:
+            outcome = verdict(c.expect, point, low, high)
+            if len(inner) == MIN_MONOTONE:  # the sign of a rank correlation of 3 points is the ends' order
+                why = ("one alpha between the endpoints: the correlation's sign is the endpoints' difference's "
+                       "(claims 1 and 2); it is ±1 only where that alpha lies between them")
         elif why.startswith("no room"):
             outcome = "no room"
         elif c.key in ENSEMBLE_ROWS and not room["claims"][c.key]["testable"]:
@@ -280,8 +285,8 @@ def check_split(ensembles: pd.DataFrame | None, at_budget: pd.Series, budget: in
     theirs = test.loc["optimized", "allocation"]
     if at_budget["allocation"] and theirs != at_budget["allocation"]:
         raise ValueError(f"ensembles.csv's dev-selected allocation at B = {budget} is {theirs!r}, but the same split "
-                         f"chooses {at_budget['allocation']!r} here: run `ewa claims` with the frontier's "
-                         "--problems, seed and evaluate.dev_fraction")
+                         f"chooses {at_budget['allocation']!r} here: remake ensembles.csv with this version of "
+                         "`ewa frontier`, or give `ewa claims` the frontier's --problems, seed and evaluate.dev_fraction")
 
 
 def ceiling(room: dict, minimum: int, budget: int) -> str:
