@@ -77,7 +77,8 @@ rule approaches:
         "--out-dir results/seed{wildcards.seed}/approaches/{wildcards.benchmark}/{wildcards.setting} > {log} 2>&1"
 
 
-# The claims over the science seeds (`make science`): every seed is its own replicate in the DAG.
+# The claims over the science seeds (`make science`): every seed is its own replicate in the DAG, and each
+# must be registered for this report in the registry, its outputs made at the registered commit and config.
 rule science:
     input:
         claims=science_seed_dirs("claims"),
@@ -92,6 +93,7 @@ rule science:
         config=science_config,
         claims=parent_dirs("claims"),
         approaches=parent_dirs("approaches"),
+        registry=REGISTRY,
     conda:
         "../envs/ewa.yaml"
     log:
@@ -99,7 +101,7 @@ rule science:
     shell:
         "ewa science --config {params.config:q} --claims {params.claims} --approaches {params.approaches} "
         "--frontier-plot {input.frontier_plot} --benchmark {wildcards.benchmark} --setting {wildcards.setting} "
-        "--out-dir results/science/{wildcards.benchmark}/{wildcards.setting} > {log} 2>&1"
+        "--registry {params.registry:q} --out-dir results/science/{wildcards.benchmark}/{wildcards.setting} > {log} 2>&1"
 
 
 # The report's front page (its workflow description): the study, this run's config, its claims.

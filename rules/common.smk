@@ -10,14 +10,23 @@ from pathlib import Path
 from ewa.alphas import ALPHA_TAG_PATTERN, alpha_spec, alpha_tag
 from ewa.analysis.claims import OUTPUT_FILES as CLAIMS_FILES
 from ewa.analysis.frontier import output_files as frontier_files
+from ewa.analysis.registry import REGISTRY_FILE, experiment_sha256
 from ewa.analysis.science import OUTPUT_FILES as SCIENCE_FILES
 from ewa.config import ConfigError, validate
 from ewa.data import input_error, verifies
+from ewa.io import EXPERIMENT_ENV
 
 try:
     config = validate(config)
 except ConfigError as e:
     raise WorkflowError(str(e)) from None
+
+# Every job's provenance names the whole experiment it belongs to, not only the slice it read: jobs inherit
+# this (a cluster job parses the workflow again and sets it the same way). `ewa science` compares it with
+# the registered config's (ewa.analysis.registry).
+os.environ[EXPERIMENT_ENV] = experiment_sha256(config)
+# The pre-registration record of this checkout, whatever --directory the run writes into.
+REGISTRY = os.path.join(workflow.basedir, REGISTRY_FILE)
 
 
 def local_path_error(config):

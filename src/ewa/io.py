@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import hashlib
 import importlib.metadata
 import json
@@ -13,6 +14,7 @@ import platform
 import re
 import shutil
 import socket
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -176,9 +178,41 @@ def versions() -> dict[str, str]:
     return out
 
 
+# The workflow sets this to the sha256 of the whole validated experiment config (rules/common.smk), so
+# every job's provenance names the experiment it belongs to, not only the slice it read.
+EXPERIMENT_ENV = "EWA_EXPERIMENT_SHA256"
+
+
+def _git(checkout: Path, *args: str) -> str | None:
+    try:
+        done = subprocess.run(["git", "--no-optional-locks", "-C", str(checkout), *args], capture_output=True,
+                              text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+@functools.lru_cache(maxsize=1)
+def code_version() -> dict:
+    """The git commit of the checkout the ewa package runs from, and the paths that differ from it (an empty
+    list: a clean tree; at most 20 named). Both None when the package is not a tracked file of a git
+    checkout (an installed wheel, no git): then nothing can tie an output to a commit. Once per process;
+    --no-optional-locks, so jobs never hold the index lock a commit needs."""
+    package = Path(__file__).resolve().parent
+    commit = _git(package, "rev-parse", "HEAD")
+    tracked = _git(package, "ls-files", "--", Path(__file__).name)
+    status = _git(package, "status", "--porcelain", "--", ":/")
+    if not commit or not tracked or status is None:
+        return {"commit": None, "dirty": None}
+    changed = [line[3:] for line in status.splitlines() if line.strip()]
+    return {"commit": commit.strip(), "dirty": changed[:20] + ([f"... {len(changed) - 20} more"] if len(changed) > 20 else [])}
+
+
 def provenance(config: dict | None = None, **extra) -> dict:
-    """The record every output carries: versions, the config that made it, and anything step-specific."""
-    return {"versions": versions(), "config": config, **extra}
+    """The record every output carries: versions, the code's commit, the experiment it belongs to (the
+    config's sha256, when the workflow runs it), the config that made it, and anything step-specific."""
+    return {"versions": versions(), "code": code_version(), "experiment_sha256": os.environ.get(EXPERIMENT_ENV),
+            "config": config, **extra}
 
 
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
