@@ -33,13 +33,24 @@ lint: $(STAMP)
 report: $(STAMP)
 	$(BIN)/snakemake --profile profiles/local --report results/report.html
 
-# The study's claims over the config's science.seeds: one Snakemake run in which every seed is a
-# replicate of the DAG (results/seed<N>/), so seeds run side by side under a profile and a killed run
-# resumes; then scripts/science.py writes the combined tables and figures into docs/results.md.
+# The study's claims over the config's science.seeds, and its negative controls (configs/control-NAME.yaml,
+# docs/results.md#controls): each one Snakemake run in which every seed is a replicate of the DAG
+# (results/seed<N>/), so seeds run side by side under a profile and a killed run resumes; a control runs in
+# results/controls/NAME/. First the seeds' registration is checked (docs/registry.yaml, scripts/register.py);
+# last scripts/science.py writes the tables and figures into docs/results.md and records the report.
+CONTROLS := same-regimes no-wrong
 science: $(STAMP)
+	$(BIN)/python scripts/register.py --check config.yaml $(foreach c,$(CONTROLS),configs/control-$(c).yaml)
 	bash scripts/unlock-if-stale.sh
 	$(BIN)/snakemake --profile profiles/local --cores $(CORES) science_all
-	$(BIN)/python scripts/science.py --page docs/results.md $(foreach s,reasoning tools agentic,results/science/mini/$(s))
+	for c in $(CONTROLS); do \
+	  mkdir -p results/controls/$$c && bash scripts/unlock-if-stale.sh results/controls/$$c && \
+	  $(BIN)/snakemake science_all --profile profiles/local --cores $(CORES) --snakefile $(CURDIR)/Snakefile \
+	    --directory results/controls/$$c --configfile $(CURDIR)/configs/control-$$c.yaml || exit 1; \
+	done
+	$(BIN)/python scripts/science.py --page docs/results.md --registry docs/registry.yaml \
+	  $(foreach s,reasoning tools agentic,results/science/mini/$(s)) \
+	  $(foreach c,$(CONTROLS),--control $(c)=results/controls/$(c)/results/science/mini/reasoning)
 
 clean:
 	rm -rf results logs benchmarks/out .snakemake

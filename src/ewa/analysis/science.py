@@ -2,7 +2,9 @@
 claim's value per seed and whether every seed's CI lies on the claimed side, each seed's ensemble
 headroom and choice, a seed-band plot, and the first seed's frontier plot. Every number comes from the
 pipeline's own per-seed outputs: each seed's claims (paired bootstrap CIs over problems, headroom) and
-approaches tables.
+approaches tables. With a registry (ewa.analysis.registry) every seed must be registered for this report
+and its outputs made at the registered commit and config; registration.json says which registration the
+tables answer to, and summary.json holds the figures the controls section compares (controls_section).
 """
 from __future__ import annotations
 
@@ -17,10 +19,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from ewa.alphas import alpha_tag  # noqa: E402
-from ewa.analysis.claims import ENSEMBLE_ROWS  # noqa: E402
-from ewa.io import atomic_path, write_text  # noqa: E402
+from ewa.analysis.claims import CLAIMS, ENSEMBLE_ROWS  # noqa: E402
+from ewa.analysis.registry import check as check_registry  # noqa: E402
+from ewa.io import atomic_path, write_json, write_text  # noqa: E402
 
-OUTPUT_FILES = ("science.md", "seeds.png", "frontier.png")
+OUTPUT_FILES = ("science.md", "seeds.png", "frontier.png", "summary.json", "registration.json")
 START, END = "<!-- science:start -->", "<!-- science:end -->"
 RATES = (("opt", "TLE+MLE", "tab:red"), ("corr", "WA+RE+CE", "tab:blue"), ("ac", "AC", "tab:green"),
          ("ce", "of which CE", "tab:grey"))
@@ -138,6 +141,13 @@ PREMISE_ROWS = (("brute_ac_where_suffices", "brute-force attempts AC, where a br
                 ("efficient_corr", "efficient attempts WA+RE+CE (plan line)"))
 
 
+def premise_ratio(premises: list[pd.DataFrame], alphas) -> pd.Series:
+    """Per alpha: efficient attempts' correctness-failure share over brute-force attempts' (plan line, means
+    over seeds); NaN where brute-force attempts never fail on correctness or there are none."""
+    mean = pd.concat(premises).groupby("alpha").mean(numeric_only=True).reindex(alphas)
+    return mean["efficient_corr"] / mean["brute_corr"].where(mean["brute_corr"] > 0)
+
+
 def premise_table(premises: list[pd.DataFrame], alphas) -> list[str]:
     """Per alpha: the mean over seeds, the correctness-failure ratio of the means, and the brute-force
     attempts behind them summed over seeds. Empty when no seed has plan lines (a real model's run)."""
@@ -149,7 +159,7 @@ def premise_table(premises: list[pd.DataFrame], alphas) -> list[str]:
     cell = lambda v: "–" if pd.isna(v) else f"{v:.3f}"
     lines = ["| alpha | " + " | ".join(alpha_tag(a) for a in alphas) + " |", "|---|" + "---|" * len(alphas)]
     lines += [f"| {label} | " + " | ".join(cell(v) for v in mean[key]) + " |" for key, label in PREMISE_ROWS]
-    ratio = mean["efficient_corr"] / mean["brute_corr"].where(mean["brute_corr"] > 0)
+    ratio = premise_ratio(premises, alphas)
     lines.append("| efficient / brute-force WA+RE+CE | " + " | ".join(cell(v) for v in ratio) + " |")
     lines.append("| brute-force attempts over all seeds (where a brute force suffices) | "
                  + " | ".join(f"{int(n)} ({int(m)})" for n, m in zip(total["brute_attempts"], total["brute_attempts_there"]))
@@ -204,16 +214,44 @@ def preregistration(seeds: list[int], design_seeds: list[int], demo_seed: int) -
             f"The reported seeds, {reported}, are disjoint from them.")
 
 
+def registration_text(registration: dict | None) -> str:
+    if registration is None:
+        return ("Not checked against a registry (`ewa science` without `--registry`): these tables are not a "
+                "pre-registered report.")
+    return (f"Registered: seeds {', '.join(map(str, registration['seeds']))} ({registration['experiment']}) in "
+            f"`{Path(registration['registry']).name}` at commit `{registration['commit'][:10]}`, experiment config "
+            f"sha256 `{registration['config_sha256'][:12]}`; every seed's claims and approaches were made there "
+            "(their provenance), and no earlier report showed any of them.")
+
+
+def summary(claims: list[pd.DataFrame], premises: list[pd.DataFrame], seeds: list[int], alphas, benchmark: str,
+            setting: str, registration: dict | None) -> dict:
+    """What controls_section compares between runs: each claim's values and verdicts per seed, and the
+    premise ratio per alpha."""
+    ratio = premise_ratio(premises, alphas)
+    return {"benchmark": benchmark, "setting": setting, "seeds": seeds, "registration": registration,
+            "claims": [{"claim": key, "title": claims[0].loc[i, "title"],
+                        "values": [None if pd.isna(c.loc[i, "value"]) else float(c.loc[i, "value"]) for c in claims],
+                        "verdicts": [str(c.loc[i, "verdict"]) for c in claims]}
+                       for i, key in claims[0]["claim"].items()],
+            "premise_ratio": {alpha_tag(a): (None if pd.isna(r) else float(r)) for a, r in ratio.items()}}
+
+
 def write_science(claims_dirs: list[Path], approaches_dirs: list[Path], frontier_png: Path, out_dir: Path,
-                  benchmark: str, setting: str, design_seeds: list[int] = (), demo_seed: int = 0) -> str:
-    """Write science.md, seeds.png and frontier.png (the first seed's) into `out_dir`; returns the markdown.
-    The markdown links its figures as docs/frontier-{benchmark}-{setting}[-seeds].png, where
-    scripts/science.py copies them beside docs/results.md. design_seeds, demo_seed: see preregistration()."""
+                  benchmark: str, setting: str, design_seeds: list[int] = (), demo_seed: int = 0,
+                  registry: str | Path | None = None, repo: str | Path | None = None) -> str:
+    """Write science.md, seeds.png, frontier.png (the first seed's), summary.json and registration.json into
+    `out_dir`; returns the markdown. The markdown links its figures as docs/frontier-{benchmark}-{setting}
+    [-seeds].png, where scripts/science.py copies them beside docs/results.md. design_seeds, demo_seed: see
+    preregistration(). registry: the pre-registration record every seed must match (ewa.analysis.registry;
+    checked before anything is written), and repo the git checkout its commits are compared in."""
     read = [read_run(Path(c), Path(a)) for c, a in zip(claims_dirs, approaches_dirs, strict=True)]
     claims, per_alpha, approaches, premises, headrooms, seeds = (list(x) for x in zip(*read))
     if len({tuple(a["alpha"]) for a in per_alpha}) > 1:
         raise ValueError("science: the seeds' runs use different alpha grids; compare runs of one config")
     registered = preregistration(seeds, list(design_seeds), demo_seed)
+    registration = None if registry is None else check_registry(
+        registry, [(s, Path(c), Path(a)) for s, c, a in zip(seeds, claims_dirs, approaches_dirs)], repo)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     plot(per_alpha, seeds, out_dir / "seeds.png", f"{benchmark} held-out, {setting}")
@@ -227,6 +265,7 @@ def write_science(claims_dirs: list[Path], approaches_dirs: list[Path], frontier
         "and report. Verdict: reproduced when every seed's CI lies strictly on the claimed side (a flat "
         "solve rate: the whole CI within ±0.05; an ensemble: a gain whose CI excludes 0, from an allocation "
         "over two or more alphas, else \"no ensemble chosen\").", "", registered, "",
+        registration_text(registration), "",
         *claims_table(claims, seeds), "",
         "Ensembles per seed: an ensemble can only add problems that some alpha solves and the best single "
         "one does not (within the samples drawn); the allocation each claim used (alpha:samples) and what "
@@ -244,5 +283,111 @@ def write_science(claims_dirs: list[Path], approaches_dirs: list[Path], frontier
         f"![verdict shares per alpha, every seed]({figure})", "",
         f"The pipeline's frontier plot for seed {seeds[0]} (`results/seed{seeds[0]}/frontier/{benchmark}/{setting}/frontier.png`):", "",
         f"![frontier, seed {seeds[0]}]({frontier})"])
+    alphas = per_alpha[0]["alpha"].tolist()
+    write_json(out_dir / "summary.json", summary(claims, premises, seeds, alphas, benchmark, setting, registration))
+    write_json(out_dir / "registration.json", registration or {"checked": False})
     write_text(out_dir / "science.md", text + "\n")
     return text
+
+
+# The negative controls `make science` runs beside the study (configs/control-NAME.yaml, each config.yaml
+# with one change): the change, and what the design predicts the pipeline then finds.
+CONTROLS = {
+    "same-regimes": {
+        "change": "both regimes reward the whole suite (`regimes`: low and high at fraction 1.0), so the two "
+                  "endpoints train from the same init, seed, data order and reward",
+        "predicts": "With no difference between the regimes the pipeline must report none: no claim that "
+                    "alphas differ in a direction is reproduced in any seed (a flat solve rate, 2b, holds "
+                    "trivially when nothing differs). In the study claim 1 follows from the design (the brute "
+                    "force passes exactly the smaller half of each suite, and `low` rewards exactly that half); "
+                    "this control shows that the pipeline measures that difference and does not make one.",
+    },
+    "no-wrong": {
+        "change": "no wrong efficient variants in the SFT mix (`model.sft.mix.wrong: 0`): the init never "
+                  "answers a reasoning or agentic prompt with a plausible-but-wrong efficient program (the "
+                  "tools traces still call them, hence the reasoning setting)",
+        "predicts": "The premise, that efficient attempts fail on correctness more often than brute-force "
+                    "ones, is put in by the SFT mix: without the wrong variants the premise ratio and claim 2 "
+                    "shrink. What is left of them is how much harder the efficient programs are for the tiny "
+                    "model on their own.",
+    },
+}
+
+
+def _claims_by_key(summary: dict) -> dict:
+    return {c["claim"]: c for c in summary["claims"]}
+
+
+def _mean(claim: dict) -> float | None:
+    """The mean of a claim's values over the seeds that have one (None: no seed has)."""
+    values = [v for v in claim["values"] if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def _cell(claim: dict | None) -> str:
+    if claim is None:
+        return "–"
+    hits = sum(v == "reproduced" for v in claim["verdicts"])
+    mean = _mean(claim)
+    return ("–" if mean is None else f"{mean:+.3f}") + f" ({hits} of {len(claim['verdicts'])})"
+
+
+def label(claim: dict) -> str:
+    return claim["title"].split(".")[0]
+
+
+def control_outcome(name: str, main: dict, control: dict) -> str:
+    """Whether the control came out as its design predicts, in one sentence, from the two summaries."""
+    claims, ours = _claims_by_key(control), _claims_by_key(main)
+    if name == "same-regimes":
+        # the claims that alphas differ in a direction (not a flat rate, nor a share within a range)
+        directed = [claims[c.key] for c in CLAIMS if c.expect in ("<0", ">0") and c.key in claims]
+        found = [f"{label(c)} ({sum(v == 'reproduced' for v in c['verdicts'])} of {len(c['verdicts'])} seeds)"
+                 for c in directed if any(v == "reproduced" for v in c["verdicts"])]
+        if not found:
+            labels = list(dict.fromkeys(label(c) for c in directed))
+            return f"As predicted: none of claims {', '.join(labels)} is reproduced in any seed."
+        return ("Not as predicted: the pipeline reports a difference where none was put in, claim "
+                + ", ".join(found) + ".")
+    both = [a for a, r in control["premise_ratio"].items()
+            if r is not None and main["premise_ratio"].get(a) is not None]
+    shrank = [a for a in both if control["premise_ratio"][a] < main["premise_ratio"][a]]
+    ratio = (f"the premise ratio is lower at {len(shrank)} of the {len(both)} alphas where both runs have one"
+             if both else "the premise ratio is undefined (no brute-force attempt fails on correctness)")
+    key = "corr_high_minus_low"
+    measured = key in claims and key in ours and None not in (_mean(claims[key]), _mean(ours[key]))
+    claim2 = (f"claim 2 is {_mean(claims[key]):+.3f} against the study's {_mean(ours[key]):+.3f}" if measured
+              else "claim 2 is not measured")
+    held = bool(both) and len(shrank) == len(both) and measured and _mean(claims[key]) < _mean(ours[key])
+    return ("As predicted: " if held else "Not as predicted: ") + ratio + "; " + claim2 + "."
+
+
+def controls_section(main: dict, controls: dict[str, dict]) -> list[str]:
+    """Markdown: per control (name -> its `ewa science` summary.json), what it changes, what the design
+    predicts, a table of each claim and the premise ratio beside the study's (`main`, the summary of the
+    same benchmark and setting), and whether the prediction held."""
+    lines = []
+    for name, control in controls.items():
+        if name not in CONTROLS:
+            raise ValueError(f"science: no control named {name!r} (known: {', '.join(CONTROLS)})")
+        if (control["benchmark"], control["setting"]) != (main["benchmark"], main["setting"]):
+            raise ValueError(f"science: control {name} is {control['benchmark']} / {control['setting']}, the "
+                             f"study's table {main['benchmark']} / {main['setting']}")
+        about = CONTROLS[name]
+        ours, theirs = _claims_by_key(main), _claims_by_key(control)
+        seeds = lambda s: ", ".join(map(str, s["seeds"]))  # noqa: E731
+        lines += [f"#### Control: {name}", "",
+                  f"The change: {about['change']}. Seeds {seeds(control)}, {control['benchmark']} / "
+                  f"{control['setting']}. " + registration_text(control["registration"]), "",
+                  about["predicts"], "",
+                  f"| claim | study: mean (seeds reproduced), seeds {seeds(main)} | control: mean (seeds "
+                  f"reproduced), seeds {seeds(control)} |", "|---|---|---|"]
+        lines += [f"| {c['title']} | {_cell(c)} | {_cell(theirs.get(key))} |" for key, c in ours.items()]
+        alphas = sorted(main["premise_ratio"], key=float)  # summary.json keeps them as sorted text
+        fmt = lambda r: "–" if r is None else f"{r:.2f}"  # noqa: E731
+        lines += ["", "Premise ratio (efficient / brute-force WA+RE+CE by plan line, mean over seeds) per alpha:", "",
+                  "| run | " + " | ".join(alphas) + " |", "|---|" + "---|" * len(alphas),
+                  "| study | " + " | ".join(fmt(main["premise_ratio"][a]) for a in alphas) + " |",
+                  f"| control {name} | " + " | ".join(fmt(control["premise_ratio"].get(a)) for a in alphas) + " |",
+                  "", control_outcome(name, main, control), ""]
+    return lines

@@ -1,0 +1,310 @@
+"""Pre-registration a machine checks (ewa.analysis.registry): every job's provenance names its commit and
+experiment, and `ewa science` refuses a seed whose outputs were made elsewhere or that a report has shown,
+on files written by `ewa frontier`, `ewa claims` and `ewa approaches` and commits of a real git repository.
+The negative controls of `make science`: their configs, their dry runs, the Makefile's target and the
+controls section of docs/results.md."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import BIN, DESIGN, ROOT, alpha_specs, write_approach_samples, write_design
+
+import ewa.io
+from ewa.alphas import alpha_tag
+from ewa.analysis.registry import (RegistryError, check_ready, experiment_sha256, read_registry, record_report,
+                                   register, write_registry)
+from ewa.analysis.science import CONTROLS, write_science
+from ewa.cli import main
+from ewa.config import load
+
+CONTROL_CONFIGS = sorted((ROOT / "configs").glob("control-*.yaml"))
+# What a control may change besides its one change: its own seeds, and the settings it is read in.
+CONTROL_FREEDOM = {("science", "seeds"), ("sample", "settings")}
+CONTROL_CHANGE = {"same-regimes": {("regimes",)}, "no-wrong": {("model", "sft", "mix", "wrong")}}
+CONFIG_SHA = experiment_sha256(load(ROOT / "config.yaml"))
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def registered_runs(tmp_path_factory, repo) -> list[tuple[Path, Path]]:
+    """Seeds 3 and 4, made at the registry's own commit: it differs from the registered one only under
+    docs/, and so does the results page being rewritten there."""
+    root = tmp_path_factory.mktemp("runs")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        made_at(monkeypatch, repo["docs_only"], dirty=["docs/results.md"])
+        return [run_seed(root / f"seed{s}", s, plots=s == 3) for s in (3, 4)]
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> dict[str, str]:
+    """A git repository with three commits: the registered code (`registered`), then a change under docs/
+    alone (`docs_only`, the registry's own commit), then a code change (`code_changed`)."""
+    path = tmp_path_factory.mktemp("repo")
+    git(path, "init", "-q")
+    git(path, "config", "user.email", "t@example.org")
+    git(path, "config", "user.name", "t")
+    (path / "docs").mkdir()
+    (path / "stage.py").write_text("print(1)\n")
+    (path / "docs" / "registry.yaml").write_text("reports: []\n")
+    commits = {"path": str(path)}
+    for name, (file, text) in {"registered": ("stage.py", "print(1)\n"),
+                               "docs_only": ("docs/registry.yaml", "next: []\n"),
+                               "code_changed": ("stage.py", "print(2)\n")}.items():
+        (path / file).write_text(text)
+        git(path, "add", "-A")
+        git(path, "commit", "-q", "--allow-empty", "-m", name)
+        commits[name] = git(path, "rev-parse", "HEAD")
+    return commits
+
+
+def made_at(monkeypatch, commit: str | None, dirty: list[str] | None = (), experiment: str = CONFIG_SHA) -> None:
+    """The provenance every following job records: this commit and experiment (as the workflow sets it)."""
+    monkeypatch.setattr(ewa.io, "code_version", lambda: {"commit": commit, "dirty": None if dirty is None else list(dirty)})
+    monkeypatch.setenv(ewa.io.EXPERIMENT_ENV, experiment)
+
+
+def run_seed(root: Path, seed: int, design: dict = DESIGN, plots: bool = False) -> tuple[Path, Path]:
+    """`ewa frontier` (with its plots for the seed a report shows them for), `ewa claims` and `ewa approaches`
+    of one seed's grid under root; (claims, approaches)."""
+    paths, problems = write_design(root, design)
+    evals = alpha_specs(paths)
+    frontier, claims, approaches = (root / step / "mini" / "reasoning" for step in ("frontier", "claims", "approaches"))
+    assert main(["frontier", "--evals", *evals, "--problems", str(problems), "--k", "1", "--budget", "10",
+                 "--bootstrap", "50", "--formats", *(["png"] if plots else []), "--out-dir", str(frontier)]) == 0
+    assert main(["claims", "--evals", *evals, "--ensembles", str(frontier / "ensembles.csv"), "--bootstrap", "50",
+                 "--seed", str(seed), "--out-dir", str(claims)]) == 0
+    assert main(["approaches", "--evals", *evals, "--samples", *alpha_specs(write_approach_samples(paths)),
+                 "--out-dir", str(approaches)]) == 0
+    return claims, approaches
+
+
+def science(runs: list[tuple[Path, Path]], out: Path, registry: Path | None, repo: str | None = None) -> str:
+    return write_science([c for c, _ in runs], [a for _, a in runs], runs[0][0].parent.parent.parent / "frontier"
+                         / "mini" / "reasoning" / "frontier.png", out, "mini", "reasoning", [0], 0, registry=registry,
+                         repo=repo)
+
+
+def registry_file(path: Path, next_seeds=(3, 4), commit: str = "", reports=(), experiment_sha: str = CONFIG_SHA) -> Path:
+    write_registry(path, {"reports": [{"seeds": list(s), "date": "2026-11-20", "published": "abc1234"} for s in reports],
+                          "withdrawn": [], "next": [{"experiment": "config.yaml", "seeds": list(next_seeds),
+                                                     "commit": commit, "config_sha256": experiment_sha}]})
+    return path
+
+
+def test_provenance_names_the_checkouts_commit_and_the_experiment(monkeypatch):
+    ewa.io.code_version.cache_clear()
+    monkeypatch.setenv(ewa.io.EXPERIMENT_ENV, CONFIG_SHA)
+    record = ewa.io.provenance({"k": 1})
+    assert re.fullmatch(r"[0-9a-f]{40}", record["code"]["commit"]) and isinstance(record["code"]["dirty"], list)
+    assert record["code"]["commit"] == git(ROOT, "rev-parse", "HEAD")
+    assert record["experiment_sha256"] == CONFIG_SHA and record["config"] == {"k": 1}
+    # no git, or not a checkout: nothing to name, and no error
+    monkeypatch.setattr(ewa.io, "_git", lambda *a: None)
+    ewa.io.code_version.cache_clear()
+    assert ewa.io.code_version() == {"commit": None, "dirty": None}
+    ewa.io.code_version.cache_clear()
+
+
+def test_the_experiment_hash_is_the_validated_configs():
+    config = load(ROOT / "config.yaml")
+    assert experiment_sha256(config) == experiment_sha256(json.loads(json.dumps(config)))  # key order, copies
+    config["grpo"]["max_steps"] += 1
+    assert experiment_sha256(config) != CONFIG_SHA
+
+
+def test_science_reports_registered_seeds_made_at_the_registered_commit(tmp_path, repo, registered_runs):
+    runs = registered_runs
+    registry = registry_file(tmp_path / "registry.yaml", commit=repo["registered"])
+    text = science(runs, tmp_path / "science", registry, repo["path"])
+    assert f"Registered: seeds 3, 4 (config.yaml) in `registry.yaml` at commit `{repo['registered'][:10]}`" in text
+    registration = json.loads((tmp_path / "science" / "registration.json").read_text())
+    assert registration["seeds"] == [3, 4] and registration["config_sha256"] == CONFIG_SHA
+    # publishing moves the registration to the reports, once; the seeds can then never be reported again
+    assert record_report(registry, registration, "2026-11-26") is True
+    assert record_report(registry, registration) is False
+    entries = read_registry(registry)
+    assert entries["next"] == [] and entries["reports"][-1]["seeds"] == [3, 4]
+    assert entries["reports"][-1]["ran_at"] == repo["registered"]
+    with pytest.raises(RegistryError, match=r"seed 3 was reported before \(2026-11-26"):
+        science(runs, tmp_path / "again", registry, repo["path"])
+    assert not (tmp_path / "again").exists()
+
+
+@pytest.mark.parametrize("case", ["code changed", "uncommitted change", "another config", "no commit"])
+def test_science_refuses_a_seed_whose_provenance_is_not_the_registered_one(tmp_path, monkeypatch, repo, case,
+                                                                          registered_runs):
+    commit, dirty, experiment = {"code changed": (repo["code_changed"], [], CONFIG_SHA),
+                                 "uncommitted change": (repo["registered"], ["src/ewa/io.py"], CONFIG_SHA),
+                                 "another config": (repo["registered"], [], "0" * 64),
+                                 "no commit": (None, None, CONFIG_SHA)}[case]
+    made_at(monkeypatch, commit, dirty, experiment)
+    runs = [registered_runs[0], run_seed(tmp_path / "seed4", 4)]  # the second seed is made elsewhere
+    registry = registry_file(tmp_path / "registry.yaml", commit=repo["registered"])
+    with pytest.raises(RegistryError) as refused:
+        science(runs, tmp_path / "science", registry, repo["path"])
+    message = str(refused.value)
+    assert "\n" not in message and "seed 4" in message and "seed4/claims/mini/reasoning/provenance.json" in message
+    assert {"code changed": f"made at commit {repo['code_changed'][:10]}, not at the registered "
+                            f"{repo['registered'][:10]} (1 file(s) outside docs/ differ, e.g. stage.py)",
+            "uncommitted change": "uncommitted changes (src/ewa/io.py)",
+            "another config": "experiment config sha256 000000000000, not the registered",
+            "no commit": "names no commit"}[case] in message
+    assert not (tmp_path / "science").exists()
+
+
+def test_science_refuses_a_reported_an_unregistered_or_a_dropped_seed(tmp_path, monkeypatch, repo):
+    made_at(monkeypatch, repo["registered"])
+    runs = {s: run_seed(tmp_path / f"seed{s}", s) for s in (120, 3)}  # refused before anything is drawn
+    # seed 120 was reported on 2026-11-25 (docs/registry.yaml, this repository's own record)
+    with pytest.raises(RegistryError, match=r"seed 120 was reported before \(2026-11-25, dfa0ca2; "):
+        science([runs[120]], tmp_path / "science", ROOT / "docs" / "registry.yaml", repo["path"])
+    with pytest.raises(RegistryError, match=r"seed\(s\) \[3\] are not registered"):
+        science([runs[3]], tmp_path / "science", registry_file(tmp_path / "r1.yaml", (5, 6), repo["registered"]),
+                repo["path"])
+    # a report shows every registered seed: a bad one cannot be left out
+    with pytest.raises(RegistryError, match=r"registered seeds \[3, 5\], this report has \[3\]"):
+        science([runs[3]], tmp_path / "science", registry_file(tmp_path / "r2.yaml", (3, 5), repo["registered"]),
+                repo["path"])
+    assert not (tmp_path / "science").exists()
+
+
+def test_registering_and_checking_before_a_run(tmp_path, repo):
+    config = load(ROOT / "config.yaml")
+    config["science"]["seeds"] = [130, 131]
+    registry = tmp_path / "registry.yaml"
+    write_registry(registry, {"reports": [{"seeds": [120, 121]}], "withdrawn": [], "next": []})
+    register(registry, {"config.yaml": config}, repo["registered"], "2026-11-26")
+    (entry,) = read_registry(registry)["next"]
+    assert entry == {"experiment": "config.yaml", "seeds": [130, 131], "commit": repo["registered"],
+                     "config_sha256": experiment_sha256(config), "date": "2026-11-26"}
+    check_ready(registry, {"config.yaml": config}, repo["docs_only"], ["docs/registry.yaml"], repo["path"])
+    for commit, dirty, why in ((repo["code_changed"], [], "not at the registered"),
+                               (repo["registered"], ["rules/common.smk"], "uncommitted changes")):
+        with pytest.raises(RegistryError, match=why):
+            check_ready(registry, {"config.yaml": config}, commit, dirty, repo["path"])
+    config["science"]["seeds"] = [121, 132]
+    with pytest.raises(RegistryError, match="seed 121 was reported before"):
+        register(registry, {"config.yaml": config}, repo["registered"])
+
+
+def test_scripts_science_publishes_only_checked_tables_and_records_the_report(tmp_path, monkeypatch, repo,
+                                                                              registered_runs):
+    runs = registered_runs
+    made_at(monkeypatch, repo["registered"])
+    flat = {a: DESIGN[0.0] for a in DESIGN}  # both regimes alike: every alpha writes what alpha 0 writes
+    control = [run_seed(tmp_path / f"seed{s}", s, flat, plots=s == 7) for s in (7, 8)]
+    registry = tmp_path / "registry.yaml"
+    write_registry(registry, {"reports": [], "withdrawn": [], "next": [
+        {"experiment": "config.yaml", "seeds": [3, 4], "commit": repo["registered"], "config_sha256": CONFIG_SHA},
+        {"experiment": "configs/control-same-regimes.yaml", "seeds": [7, 8], "commit": repo["registered"],
+         "config_sha256": CONFIG_SHA}]})
+    study, same = tmp_path / "science/mini/reasoning", tmp_path / "control/science/mini/reasoning"
+    science(runs, study, registry, repo["path"])
+    science(control, same, registry, repo["path"])
+    page = tmp_path / "docs" / "results.md"
+    page.parent.mkdir()
+    page.write_text("# Results\n\n<!-- science:start -->\n<!-- science:end -->\n\nhand-written\n")
+    publish = [sys.executable, str(ROOT / "scripts/science.py"), str(study), "--control", f"same-regimes={same}",
+               "--registry", str(registry), "--page", str(page)]
+    done = subprocess.run(publish, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    text = page.read_text()
+    assert "#### Control: same-regimes" in text and "hand-written" in text
+    assert re.search(r"As predicted: none of claims 1, 2, 3\w, [\w, ]*4b is reproduced in any seed\.", text)
+    assert "| study | " in text and "| control same-regimes | " in text
+    assert [e["seeds"] for e in read_registry(registry)["reports"]] == [[3, 4], [7, 8]]
+    # publishing the same tables again records nothing new
+    assert subprocess.run(publish, capture_output=True, text=True).returncode == 0
+    assert len(read_registry(registry)["reports"]) == 2
+    # a table `ewa science` did not check is not published
+    science(runs, tmp_path / "unchecked/mini/reasoning", None)
+    done = subprocess.run([sys.executable, str(ROOT / "scripts/science.py"), str(tmp_path / "unchecked/mini/reasoning"),
+                           "--registry", str(registry), "--page", str(page)], capture_output=True, text=True)
+    assert done.returncode == 1 and "was not checked against a registry" in done.stderr
+
+
+# ---- the controls --------------------------------------------------------------------------------
+
+def differences(a, b, path=()) -> set[tuple]:
+    """The key paths where two configs differ (lists compared whole)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return {d for k in set(a) | set(b) for d in differences(a.get(k), b.get(k), (*path, k))}
+    return set() if a == b else {path}
+
+
+def control_name(path: Path) -> str:
+    return path.stem.removeprefix("control-")
+
+
+def test_each_control_is_config_yaml_with_its_one_change():
+    assert sorted(map(control_name, CONTROL_CONFIGS)) == sorted(CONTROLS) == sorted(CONTROL_CHANGE)
+    study = load(ROOT / "config.yaml")
+    registry = read_registry(ROOT / "docs" / "registry.yaml")
+    shown = {s for name in ("reports", "withdrawn") for e in registry[name] for s in e["seeds"]}
+    seeds = [study["science"]["seeds"]]
+    for path in CONTROL_CONFIGS:
+        control = load(path)
+        assert differences(study, control) == CONTROL_CHANGE[control_name(path)] | CONTROL_FREEDOM, path.name
+        assert len(control["science"]["seeds"]) >= 2 and not shown & set(control["science"]["seeds"])
+        assert control["sample"]["settings"] == ["reasoning"]
+        seeds.append(control["science"]["seeds"])
+    assert len({s for group in seeds for s in group}) == sum(map(len, seeds)), "each run has seeds of its own"
+    regimes = load(ROOT / "configs" / "control-same-regimes.yaml")["regimes"]
+    assert {r["fraction"] for r in regimes} == {1.0} and len(regimes) == 2
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("path", CONTROL_CONFIGS, ids=control_name)
+def test_each_control_plans_the_full_dag(path, tmp_path):
+    config = load(path)
+    seeds, alphas = len(config["science"]["seeds"]), len(config["merge"]["alphas"])
+    done = subprocess.run([str(BIN / "snakemake"), "science_all", "-n", "--profile", str(ROOT / "profiles" / "local"),
+                           "--snakefile", str(ROOT / "Snakefile"), "--directory", str(tmp_path), "--configfile",
+                           str(path)], cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    table = done.stdout.split("Job stats:")[1].split("total")[0]
+    counts = {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
+    per_seed = {"init": 1, "tiers": 1, "train": 2, "merge": alphas, "sample": alphas, "evaluate": alphas,
+                "frontier": 1, "claims": 1, "approaches": 1}
+    assert counts == {"preflight": 1, "calibrate": 1, "prepare": 2 * seeds, "science": 1, "science_all": 1,
+                      **{rule: n * seeds for rule, n in per_seed.items()}}
+    (command,) = [line for line in done.stdout.splitlines() if line.startswith("Shell command: ewa science")]
+    assert f"--registry {ROOT / 'docs' / 'registry.yaml'}" in command
+    assert all(f"results/seed{s}/claims/mini/reasoning" in command for s in config["science"]["seeds"])
+    assert f"alpha{alpha_tag(config['merge']['alphas'][0])}" in done.stdout
+
+
+def test_make_science_checks_registration_then_runs_the_study_and_each_control_in_its_own_directory():
+    done = subprocess.run(["make", "-n", "science", "STAMP=Makefile"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout
+    first = lines.index("scripts/register.py --check config.yaml")
+    assert first < lines.index("--cores 2 science_all") < lines.index("for c in")
+    names = re.search(r"for c in ([\w\s-]+); do", lines)[1].split()
+    assert sorted(names) == sorted(map(control_name, CONTROL_CONFIGS))
+    assert re.search(r"--directory results/controls/\$c --configfile \S+/configs/control-\$c\.yaml", lines)
+    publish = lines[lines.index("scripts/science.py"):]
+    assert "--registry docs/registry.yaml" in publish
+    assert all(f"--control {n}=results/controls/{n}/results/science/mini/reasoning" in publish for n in names)
+    assert all(f"configs/control-{n}.yaml" in lines[first:lines.index("\n", first)] for n in names)
+
+
+def test_the_registrys_history_is_what_docs_tell():
+    """docs/registry.yaml and the pre-registration history in docs/miniature.md name the same reports."""
+    registry = read_registry(ROOT / "docs" / "registry.yaml")
+    history = (ROOT / "docs" / "miniature.md").read_text().split("## Pre-registration history")[1].split("\n## ")[0]
+    for entry in registry["reports"] + registry["withdrawn"]:
+        commit = entry.get("published") or entry.get("registered_at")
+        assert git(ROOT, "cat-file", "-t", commit) == "commit"
+        assert commit[:7] in history, f"seeds {entry['seeds']}: {commit[:7]} is not in the history"
+    reported_twice = [e for e in registry["reports"] if e["seeds"] == [100, 101, 102, 103, 104]]
+    assert [e["ran_at"][:7] for e in reported_twice] == ["b242a2c", "245f4cf"]
