@@ -34,7 +34,8 @@ def main() -> None:
         experiments = {experiment_name(path): load(path) for path in args.configs}
         code = code_version()
         if code["commit"] is None:
-            raise RegistryError(f"registry: {ROOT} is not the git checkout ewa runs from; nothing ties outputs to a commit")
+            raise RegistryError(f"registry: {ROOT} is not the git checkout ewa runs from; nothing ties outputs to a "
+                                "commit")
         if args.check:
             check_ready(args.registry, experiments, code["commit"], code["dirty"], ROOT)
             print(f"registered: {', '.join(experiments)} at {code['commit'][:10]}")

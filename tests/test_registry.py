@@ -68,7 +68,8 @@ def repo(tmp_path_factory) -> dict[str, str]:
 
 def made_at(monkeypatch, commit: str | None, dirty: list[str] | None = (), experiment: str = CONFIG_SHA) -> None:
     """The provenance every following job records: this commit and experiment (as the workflow sets it)."""
-    monkeypatch.setattr(ewa.io, "code_version", lambda: {"commit": commit, "dirty": None if dirty is None else list(dirty)})
+    record = {"commit": commit, "dirty": None if dirty is None else list(dirty)}
+    monkeypatch.setattr(ewa.io, "code_version", lambda: record)
     monkeypatch.setenv(ewa.io.EXPERIMENT_ENV, experiment)
 
 
@@ -93,10 +94,10 @@ def science(runs: list[tuple[Path, Path]], out: Path, registry: Path | None, rep
                          repo=repo)
 
 
-def registry_file(path: Path, next_seeds=(3, 4), commit: str = "", reports=(), experiment_sha: str = CONFIG_SHA) -> Path:
-    write_registry(path, {"reports": [{"seeds": list(s), "date": "2026-11-20", "published": "abc1234"} for s in reports],
-                          "withdrawn": [], "next": [{"experiment": "config.yaml", "seeds": list(next_seeds),
-                                                     "commit": commit, "config_sha256": experiment_sha}]})
+def registry_file(path: Path, next_seeds=(3, 4), commit: str = "") -> Path:
+    """A registry with nothing reported and `next_seeds` registered at `commit` with config.yaml's hash."""
+    write_registry(path, {"reports": [], "withdrawn": [], "next": [
+        {"experiment": "config.yaml", "seeds": list(next_seeds), "commit": commit, "config_sha256": CONFIG_SHA}]})
     return path
 
 
@@ -163,10 +164,12 @@ def test_science_refuses_a_seed_whose_provenance_is_not_the_registered_one(tmp_p
 
 def test_science_refuses_a_reported_an_unregistered_or_a_dropped_seed(tmp_path, monkeypatch, repo):
     made_at(monkeypatch, repo["registered"])
-    runs = {s: run_seed(tmp_path / f"seed{s}", s) for s in (120, 3)}  # refused before anything is drawn
-    # seed 120 was reported on 2026-11-25 (docs/registry.yaml, this repository's own record)
+    runs = {s: run_seed(tmp_path / f"seed{s}", s) for s in (120, 105, 3)}  # refused before anything is drawn
+    # this repository's own record: seed 120 was reported on 2026-11-25, seed 105's registration withdrawn
     with pytest.raises(RegistryError, match=r"seed 120 was reported before \(2026-11-25, dfa0ca2; "):
         science([runs[120]], tmp_path / "science", ROOT / "docs" / "registry.yaml", repo["path"])
+    with pytest.raises(RegistryError, match=r"seed 105 was in a withdrawn registration \(2026-11-25, d0b2baa; "):
+        science([runs[105]], tmp_path / "science", ROOT / "docs" / "registry.yaml", repo["path"])
     with pytest.raises(RegistryError, match=r"seed\(s\) \[3\] are not registered"):
         science([runs[3]], tmp_path / "science", registry_file(tmp_path / "r1.yaml", (5, 6), repo["registered"]),
                 repo["path"])

@@ -205,7 +205,8 @@ def code_version() -> dict:
     if not commit or not tracked or status is None:
         return {"commit": None, "dirty": None}
     changed = [line[3:] for line in status.splitlines() if line.strip()]
-    return {"commit": commit.strip(), "dirty": changed[:20] + ([f"... {len(changed) - 20} more"] if len(changed) > 20 else [])}
+    more = [f"... {len(changed) - 20} more"] if len(changed) > 20 else []
+    return {"commit": commit.strip(), "dirty": changed[:20] + more}
 
 
 def provenance(config: dict | None = None, **extra) -> dict:

@@ -81,15 +81,14 @@ def write_registry(path: str | Path, registry: dict) -> None:
     write_text(path, HEADER + body)
 
 
-def shown_before(registry: dict, seed: int) -> dict | None:
-    """The first report (or withdrawn registration) that holds `seed`."""
-    return next((e for name in ("reports", "withdrawn") for e in registry[name] if seed in e["seeds"]), None)
-
-
-def describe(entry: dict) -> str:
-    when = entry.get("date") or "undated"
-    at = entry.get("published") or entry.get("ran_at")
-    return f"{when}" + (f", {str(at)[:7]}" if at else "")
+def shown_before(registry: dict, seed: int) -> str | None:
+    """Where `seed` was shown before, for a message: the first report (or withdrawn registration) holding it."""
+    for name, how in (("reports", "reported before"), ("withdrawn", "in a withdrawn registration")):
+        for entry in registry[name]:
+            if seed in entry["seeds"]:
+                at = entry.get("published") or entry.get("ran_at") or entry.get("registered_at")
+                return f"{how} ({entry.get('date') or 'undated'}" + (f", {str(at)[:7]}" if at else "") + ")"
+    return None
 
 
 def code_differs(registered: str, made_at: str, repo: Path) -> str | None:
@@ -125,8 +124,9 @@ def check_run(registration: dict, seed: int, directory: Path, repo: Path) -> Non
                             "recorded one); rerun it")
     dirty = [p for p in code.get("dirty") or [] if not p.startswith(NOT_CODE)]
     if dirty:
-        raise RegistryError(f"registry: {where} was made from a checkout with uncommitted changes ({', '.join(dirty[:3])}"
-                            f"{', ...' if len(dirty) > 3 else ''}); commit them, register that commit and rerun")
+        raise RegistryError(f"registry: {where} was made from a checkout with uncommitted changes "
+                            f"({', '.join(dirty[:3])}{', ...' if len(dirty) > 3 else ''}); commit them, register "
+                            "that commit and rerun")
     if why := code_differs(registration["commit"], code["commit"], repo):
         raise RegistryError(f"registry: {where} was made at commit {code['commit'][:10]}, not at the registered "
                             f"{registration['commit'][:10]} ({why})")
@@ -145,13 +145,13 @@ def check(registry_path: str | Path, runs: list[tuple[int, Path, Path]], repo: s
     seeds = [seed for seed, _, _ in runs]
     for seed in seeds:
         if (earlier := shown_before(registry, seed)) is not None:
-            raise RegistryError(f"registry: seed {seed} was reported before ({describe(earlier)}; {registry_path}); "
-                                "report seeds no report has shown")
+            raise RegistryError(f"registry: seed {seed} was {earlier[:-1]}; {registry_path}); report seeds no report "
+                                "has shown")
     registrations = {id(e): e for seed in seeds for e in registry["next"] if seed in e["seeds"]}
     unregistered = [s for s in seeds if not any(s in e["seeds"] for e in registry["next"])]
     if unregistered:
-        raise RegistryError(f"registry: seed(s) {unregistered} are not registered for the next report in {registry_path} "
-                            "(scripts/register.py)")
+        raise RegistryError(f"registry: seed(s) {unregistered} are not registered for the next report in "
+                            f"{registry_path} (scripts/register.py)")
     if len(registrations) > 1:
         raise RegistryError(f"registry: seeds {seeds} belong to {len(registrations)} registrations; report each "
                             "experiment's seeds on their own")
@@ -186,7 +186,8 @@ def record_report(registry_path: str | Path, registration: dict, date: str | Non
     return True
 
 
-def register(registry_path: str | Path, experiments: dict[str, dict], commit: str, date: str | None = None) -> list[dict]:
+def register(registry_path: str | Path, experiments: dict[str, dict], commit: str,
+             date: str | None = None) -> list[dict]:
     """Register each experiment's `science.seeds` (name -> validated config) for the next report at
     `commit`, replacing that experiment's earlier registration; RegistryError for a seed already shown."""
     registry = read_registry(registry_path)
@@ -195,8 +196,8 @@ def register(registry_path: str | Path, experiments: dict[str, dict], commit: st
         seeds = list(config["science"]["seeds"])
         for seed in seeds:
             if (earlier := shown_before(registry, seed)) is not None:
-                raise RegistryError(f"registry: {name}: seed {seed} was reported before ({describe(earlier)}); choose "
-                                    "seeds no report has shown")
+                raise RegistryError(f"registry: {name}: seed {seed} was {earlier}; choose seeds no report has "
+                                    "shown")
             taken = [e["experiment"] for e in registry["next"] if seed in e["seeds"] and e["experiment"] != name]
             if taken:
                 raise RegistryError(f"registry: {name}: seed {seed} is registered for {taken[0]} already")
@@ -215,14 +216,15 @@ def check_ready(registry_path: str | Path, experiments: dict[str, dict], commit:
     registry = read_registry(registry_path)
     changed = [p for p in dirty if not p.startswith(NOT_CODE)]
     if changed:
-        raise RegistryError(f"registry: uncommitted changes ({', '.join(changed[:3])}{', ...' if len(changed) > 3 else ''}); "
-                            "commit them and register that commit (scripts/register.py)")
+        raise RegistryError(f"registry: uncommitted changes ({', '.join(changed[:3])}"
+                            f"{', ...' if len(changed) > 3 else ''}); commit them and register that commit "
+                            "(scripts/register.py)")
     for name, config in experiments.items():
         seeds = list(config["science"]["seeds"])
         for seed in seeds:
             if (earlier := shown_before(registry, seed)) is not None:
-                raise RegistryError(f"registry: {name}: seed {seed} was reported before ({describe(earlier)}); "
-                                    "set new science.seeds and register them (scripts/register.py)")
+                raise RegistryError(f"registry: {name}: seed {seed} was {earlier}; set new science.seeds and "
+                                    "register them (scripts/register.py)")
         entry = next((e for e in registry["next"] if e["experiment"] == name), None)
         if entry is None or sorted(entry["seeds"]) != sorted(seeds):
             raise RegistryError(f"registry: {name}: seeds {seeds} are not registered for the next report in "
