@@ -167,13 +167,16 @@ def add_science_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--benchmark", required=True)
     parser.add_argument("--setting", required=True)
     parser.add_argument("--out-dir", required=True, type=Path, help="writes science.md, seeds.png, frontier.png")
+    parser.add_argument("--registry", type=Path, default=None,
+                        help="the pre-registration record (docs/registry.yaml): refuse a seed not registered for "
+                             "this report, already reported, or made at another commit or config")
 
 
 def science(args: argparse.Namespace, config: dict) -> int:
     from ewa.analysis.science import write_science
 
     print(write_science(args.claims, args.approaches, args.frontier_plot, args.out_dir, args.benchmark, args.setting,
-                        config["science"]["design_seeds"], config["seed"]))
+                        config["science"]["design_seeds"], config["seed"], registry=args.registry))
     return 0
 
 
