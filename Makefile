@@ -17,7 +17,7 @@ demo: $(STAMP)
 	$(BIN)/snakemake --profile profiles/local --report results/report.html
 
 test: $(STAMP)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=20
 
 setup: $(STAMP)
 
@@ -39,14 +39,16 @@ report: $(STAMP)
 # results/controls/NAME/. First the seeds' registration is checked (docs/registry.yaml, scripts/register.py);
 # last scripts/science.py writes the tables and figures into docs/results.md and records the report.
 CONTROLS := same-regimes no-wrong
+# Seeds run side by side: two single-threaded SFT jobs use two cores better than one two-threaded job.
+SCIENCE_THREADS := --set-threads init=1
 science: $(STAMP)
-	$(BIN)/python scripts/register.py --check config.yaml $(foreach c,$(CONTROLS),configs/control-$(c).yaml)
+	$(BIN)/python scripts/register.py --check configs/science.yaml $(foreach c,$(CONTROLS),configs/control-$(c).yaml)
 	bash scripts/unlock-if-stale.sh
-	$(BIN)/snakemake --profile profiles/local --cores $(CORES) science_all
+	$(BIN)/snakemake --profile profiles/local --cores $(CORES) $(SCIENCE_THREADS) --configfile configs/science.yaml science_all
 	for c in $(CONTROLS); do \
 	  mkdir -p results/controls/$$c && bash scripts/unlock-if-stale.sh results/controls/$$c && \
 	  $(BIN)/snakemake science_all --profile profiles/local --cores $(CORES) --snakefile $(CURDIR)/Snakefile \
-	    --directory results/controls/$$c --configfile $(CURDIR)/configs/control-$$c.yaml || exit 1; \
+	    --directory results/controls/$$c --configfile $(CURDIR)/configs/control-$$c.yaml $(SCIENCE_THREADS) || exit 1; \
 	done
 	$(BIN)/python scripts/science.py --page docs/results.md --registry docs/registry.yaml \
 	  $(foreach s,reasoning tools agentic,results/science/mini/$(s)) \

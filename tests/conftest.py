@@ -51,3 +51,14 @@ def sandbox_factory():
 def sandbox(sandbox_factory):
     """The bwrap sandbox most tests judge in: two workers, nominal time limits (factor 1)."""
     return sandbox_factory()
+
+
+@pytest.fixture(scope="session")
+def finished(tmp_path_factory) -> Path:
+    """One uninterrupted run of the reduced pipeline in a workflow copy, shared by the pipeline and SLURM
+    tests (the SLURM run must reproduce it)."""
+    from helpers import run_snakemake, workflow_copy
+
+    wd = workflow_copy(tmp_path_factory.mktemp("finished"))
+    run_snakemake(wd)
+    return wd

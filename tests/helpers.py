@@ -1,6 +1,7 @@
 """Helpers shared by the test modules (the one place they live: no test module imports another).
 
-- paths and the workflow: ROOT, BIN, workflow_env(), workflow_copy(), reduced_config()
+- paths and the workflow: ROOT, BIN, workflow_env(), workflow_copy(), reduced_config(), snakemake_cmd(),
+  run_snakemake()
 - the synthetic alpha grid with hand-countable verdict mixes: DESIGN, write_design(), expected_rate(),
   alpha_specs(), write_approach_samples()
 - pico model settings for `ewa init` / build_tiny_model: PICO, PICO_ONE_HEAD, PICO_WIDE
@@ -9,7 +10,8 @@
   metrics_settings(), ensemble_settings(), claims_settings()
 - what the environment offers: requires_bwrap, docker_engine(), docker_image_ready()
 
-The sandbox fixtures (`sandbox`, `sandbox_factory`) live in conftest.py.
+The sandbox fixtures (`sandbox`, `sandbox_factory`) and the reduced pipeline's run (`finished`) live in
+conftest.py.
 """
 from __future__ import annotations
 
@@ -55,6 +57,20 @@ def workflow_copy(dest: Path, config: dict | None = None) -> Path:
         (shutil.copytree if src.is_dir() else shutil.copy)(src, dest / name)
     (dest / "config.yaml").write_text(yaml.safe_dump(config or reduced_config()))
     return dest
+
+
+def snakemake_cmd(*args) -> list[str]:
+    """What `make demo` runs in a workflow copy: clear a killed run's stale lock, then Snakemake."""
+    snakemake = [str(BIN / "snakemake"), "--profile", "profiles/local", "--cores", "2",
+                 "--configfile", "config.yaml", *args]
+    return ["bash", "-c", 'bash "$0" && exec "$@"', str(ROOT / "scripts/unlock-if-stale.sh"), *snakemake]
+
+
+def run_snakemake(workdir: Path, *args, check=True) -> subprocess.CompletedProcess:
+    r = subprocess.run(snakemake_cmd(*args), cwd=workdir, env=workflow_env(), capture_output=True, text=True)
+    if check:
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
+    return r
 
 
 # --- a synthetic alpha grid ------------------------------------------------------------------------

@@ -16,27 +16,13 @@ import pandas as pd
 import pytest
 import yaml
 
-from helpers import BIN, ROOT, reduced_config, workflow_copy, workflow_env
+from helpers import reduced_config, run_snakemake as run, snakemake_cmd, workflow_copy, workflow_env
 
 from ewa.alphas import alpha_tag
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 RUN = "results/seed0"  # configs/reduced.yaml is the replicate with seed 0
-
-
-def snakemake_cmd(*args) -> list[str]:
-    """What `make demo` runs: clear a killed run's stale lock, then Snakemake."""
-    snakemake = [str(BIN / "snakemake"), "--profile", "profiles/local", "--cores", "2",
-                 "--configfile", "config.yaml", *args]
-    return ["bash", "-c", 'bash "$0" && exec "$@"', str(ROOT / "scripts/unlock-if-stale.sh"), *snakemake]
-
-
-def run(workdir: Path, *args, check=True) -> subprocess.CompletedProcess:
-    r = subprocess.run(snakemake_cmd(*args), cwd=workdir, env=workflow_env(), capture_output=True, text=True)
-    if check:
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
-    return r
 
 
 def planned_jobs(workdir: Path, *targets) -> set[tuple[str, str]]:
@@ -51,14 +37,6 @@ def planned_jobs(workdir: Path, *targets) -> set[tuple[str, str]]:
             jobs.discard((rule, ""))
             jobs.add((rule, m[1]))
     return {j for j in jobs if j[0] != "all"}
-
-
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory) -> Path:
-    """One uninterrupted run of the reduced pipeline."""
-    wd = workflow_copy(tmp_path_factory.mktemp("finished"))
-    run(wd)
-    return wd
 
 
 def result_files(workdir: Path) -> dict[str, Path]:
@@ -201,7 +179,7 @@ def kill_when(workdir: Path, proc: subprocess.Popen, pattern: str, delay: float 
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             return
-        time.sleep(0.2)
+        time.sleep(0.02)  # a tiny model's merge holds its lock for well under a second
     pytest.fail(f"no {pattern} appeared (run ended: {proc.poll()})")
 
 
@@ -222,13 +200,17 @@ def left_behind(workdir: Path) -> list[str]:
 
 
 def test_killed_mid_merge_sampling_and_evaluation_restarts_into_identical_results(finished, tmp_path):
-    """SIGKILL at seeded random points inside merge, sample and evaluate jobs, one after another on the
-    same work dir; the final rerun leaves nothing behind and matches the uninterrupted run."""
+    """From the trained state of the uninterrupted run: SIGKILL at seeded random points inside merge (its
+    lock or temporaries exist), sample and evaluate jobs, one after another on the same work dir; the
+    final rerun leaves nothing behind and matches the uninterrupted run."""
     import random
 
-    wd = workflow_copy(tmp_path / "wd")
+    wd = tmp_path / "wd"
+    shutil.copytree(finished, wd, symlinks=True)
+    for step in ("samples", "evals", "frontier", "claims", "approaches", "report"):  # all after training
+        shutil.rmtree(wd / RUN / step, ignore_errors=True)
     rng = random.Random(0)
-    for pattern in ("seed0/merged/.alpha*.tmp", "seed0/samples/**/*.partial.jsonl", "seed0/evals/**/*.partial"):
+    for pattern in ("seed0/merged/.alpha*", "seed0/samples/**/*.partial.jsonl", "seed0/evals/**/*.partial"):
         proc = subprocess.Popen(snakemake_cmd(), cwd=wd, env=workflow_env(), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True)
         kill_when(wd, proc, pattern, delay=rng.uniform(0.0, 1.5))

@@ -248,9 +248,9 @@ def control_name(path: Path) -> str:
     return path.stem.removeprefix("control-")
 
 
-def test_each_control_is_config_yaml_with_its_one_change():
+def test_each_control_is_the_science_config_with_its_one_change():
     assert sorted(map(control_name, CONTROL_CONFIGS)) == sorted(CONTROLS) == sorted(CONTROL_CHANGE)
-    study = load(ROOT / "config.yaml")
+    study = load(ROOT / "configs" / "science.yaml")
     registry = read_registry(ROOT / "docs" / "registry.yaml")
     shown = {s for name in ("reports", "withdrawn") for e in registry[name] for s in e["seeds"]}
     seeds = [study["science"]["seeds"]]
@@ -290,8 +290,8 @@ def test_make_science_checks_registration_then_runs_the_study_and_each_control_i
     done = subprocess.run(["make", "-n", "science", "STAMP=Makefile"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     lines = done.stdout
-    first = lines.index("scripts/register.py --check config.yaml")
-    assert first < lines.index("--cores 2 science_all") < lines.index("for c in")
+    first = lines.index("scripts/register.py --check configs/science.yaml")
+    assert first < lines.index("--configfile configs/science.yaml science_all") < lines.index("for c in")
     names = re.search(r"for c in ([\w\s-]+); do", lines)[1].split()
     assert sorted(names) == sorted(map(control_name, CONTROL_CONFIGS))
     assert re.search(r"--directory results/controls/\$c --configfile \S+/configs/control-\$c\.yaml", lines)

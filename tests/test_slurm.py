@@ -18,7 +18,6 @@ from helpers import BIN, REDUCED, ROOT, workflow_env
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(2400)]
 
 CLUSTER_PROFILE = ROOT / "profiles" / "slurm-localhost"
-LOCAL_PROFILE = ROOT / "profiles" / "local"
 RUN = "seed0"  # configs/reduced.yaml's replicate: its outputs live under results/seed0/
 
 
@@ -141,14 +140,11 @@ def compared_files(results: Path) -> set[str]:
 
 
 @pytest.mark.slow
-def test_reduced_pipeline_on_slurm_matches_local_run(cluster, tmp_path):
-    local, slurm = tmp_path / "local", tmp_path / "slurm"
-    common = ["--snakefile", ROOT / "Snakefile", "--configfile", REDUCED]
-    # One after the other, so both see the same load (time limits are CPU time, but still).
-    snakemake(*common, "--directory", local, "--profile", LOCAL_PROFILE, "--replace-workflow-config",
-              "--cores", "2", timeout=1200)
-    run = snakemake(*common, "--directory", slurm, "--profile", CLUSTER_PROFILE, "--workflow-profile", "none",
-                    timeout=1200)
+def test_reduced_pipeline_on_slurm_matches_local_run(cluster, finished, tmp_path):
+    """The reduced pipeline as SLURM jobs reproduces the local run (`finished`, tests/conftest.py)."""
+    local, slurm = finished, tmp_path / "slurm"
+    run = snakemake("--snakefile", ROOT / "Snakefile", "--configfile", REDUCED, "--directory", slurm,
+                    "--profile", CLUSTER_PROFILE, "--workflow-profile", "none", timeout=1200)
 
     # Every job went through sbatch, grouped as profiles/slurm-localhost says.
     assert "submitted with SLURM jobid" in run.stderr
