@@ -44,7 +44,7 @@ SCIENCE_THREADS := --set-threads init=1
 science: $(STAMP)
 	$(BIN)/python scripts/register.py --check configs/science.yaml $(foreach c,$(CONTROLS),configs/control-$(c).yaml)
 	bash scripts/unlock-if-stale.sh
-	$(BIN)/snakemake --profile profiles/local --cores $(CORES) $(SCIENCE_THREADS) --configfile configs/science.yaml science_all
+	$(BIN)/snakemake science_all --profile profiles/local --cores $(CORES) $(SCIENCE_THREADS) --configfile configs/science.yaml
 	for c in $(CONTROLS); do \
 	  mkdir -p results/controls/$$c && bash scripts/unlock-if-stale.sh results/controls/$$c && \
 	  $(BIN)/snakemake science_all --profile profiles/local --cores $(CORES) --snakefile $(CURDIR)/Snakefile \

@@ -291,7 +291,7 @@ def test_make_science_checks_registration_then_runs_the_study_and_each_control_i
     assert done.returncode == 0, done.stderr
     lines = done.stdout
     first = lines.index("scripts/register.py --check configs/science.yaml")
-    assert first < lines.index("--configfile configs/science.yaml science_all") < lines.index("for c in")
+    assert first < lines.index("science_all --profile") < lines.index("--configfile configs/science.yaml") < lines.index("for c in")
     names = re.search(r"for c in ([\w\s-]+); do", lines)[1].split()
     assert sorted(names) == sorted(map(control_name, CONTROL_CONFIGS))
     assert re.search(r"--directory results/controls/\$c --configfile \S+/configs/control-\$c\.yaml", lines)
