@@ -1,9 +1,11 @@
-"""Put `make science`'s combined tables into docs/results.md: the section between the science markers
-(one subsection per setting, in the order given), with their figures copied beside the page, and the
-negative controls beside the study's table of the same setting between the controls markers.
+"""Publish `make science`'s tables in docs/results.md: archive each seed's small files behind every
+table under docs/science/ (ewa.analysis.archive), then render the page's science section (one
+subsection per setting, in the order given) and controls section (each negative control beside the
+study's table of the same setting) from that archive alone, with their figures beside the page.
 
     python scripts/science.py results/science/mini/reasoning ... [--control NAME=DIR ...]
-        [--registry docs/registry.yaml] [--page docs/results.md]
+        [--registry docs/registry.yaml] [--page docs/results.md] [--archive docs/science]
+    python scripts/science.py --render-only          # the page again from the archive (what the tests check)
 
 With --registry, every table must have been checked against that registry by `ewa science` (its
 registration.json), and publishing moves their registrations from `next` to `reports`.
@@ -17,13 +19,13 @@ import shutil
 import sys
 from pathlib import Path
 
+from ewa.analysis.archive import STUDY, archive_table, render
 from ewa.analysis.registry import RegistryError, record_report
-from ewa.analysis.science import controls_section
+from ewa.config import load
 
+ROOT = Path(__file__).resolve().parent.parent
 SCIENCE = "<!-- science:start -->", "<!-- science:end -->"
 CONTROLS = "<!-- controls:start -->", "<!-- controls:end -->"
-# `ewa science` links its figures from the repository's root (docs/NAME.png); the page lives in docs/.
-ROOT_FIGURE = re.compile(r"\]\(docs/([^)\s]+)\)")
 
 
 def replace_section(page: str, markers: tuple[str, str], text: str) -> str:
@@ -42,19 +44,13 @@ def control_arg(text: str) -> tuple[str, Path]:
     return name, Path(directory)
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("science_dirs", type=Path, nargs="+", help="`ewa science` output directories")
-    p.add_argument("--control", type=control_arg, action="append", default=[], metavar="NAME=DIR",
-                   help="a negative control's `ewa science` directory (ewa.analysis.science.CONTROLS names them)")
-    p.add_argument("--registry", type=Path, help="publish only tables checked against this registry, and record "
-                   "their report in it")
-    p.add_argument("--page", type=Path, default=Path("docs/results.md"),
-                   help="the Markdown page to write into; figures go beside it")
-    args = p.parse_args()
+def archive(args: argparse.Namespace) -> None:
+    """Check the registrations, record the report, and archive every table's per-seed files."""
+    runs = [(STUDY, d, args.config) for d in args.science_dirs]
+    runs += [(f"control-{name}", d, ROOT / "configs" / f"control-{name}.yaml") for name, d in args.control]
     if args.registry:
         registrations = []
-        for science_dir in [*args.science_dirs, *(d for _, d in args.control)]:
+        for _, science_dir, _ in runs:
             registration = json.loads((science_dir / "registration.json").read_text())
             if registration.get("checked") is False:
                 sys.exit(f"science.py: {science_dir} was not checked against a registry (`ewa science --registry`); "
@@ -65,37 +61,44 @@ def main() -> None:
                 record_report(args.registry, registration)
         except RegistryError as e:
             sys.exit(f"science.py: {e}")
-    figures = args.page.parent
-    figures.mkdir(parents=True, exist_ok=True)
-    parts = [SCIENCE[0], ""]
-    summaries = {}
-    for science_dir in args.science_dirs:
+    for run in {run for run, _, _ in runs}:
+        shutil.rmtree(args.archive / run, ignore_errors=True)  # a table no longer published leaves the archive
+    for order, (run, science_dir, config_path) in enumerate(runs):
+        archive_table(science_dir, args.archive, run, order, load(config_path))
         benchmark, setting = science_dir.parts[-2:]
-        shutil.copy(science_dir / "seeds.png", figures / f"frontier-{benchmark}-{setting}-seeds.png")
-        shutil.copy(science_dir / "frontier.png", figures / f"frontier-{benchmark}-{setting}.png")
-        if len(args.science_dirs) > 1:
-            parts += [f"#### {benchmark} / {setting}", ""]
-        parts += [ROOT_FIGURE.sub(r"](\1)", (science_dir / "science.md").read_text().rstrip()), ""]
-        if (science_dir / "summary.json").is_file():
-            summaries[benchmark, setting] = json.loads((science_dir / "summary.json").read_text())
+        if run == STUDY:  # the pipeline's own frontier plot of the first seed (not rendered from the archive)
+            shutil.copy(science_dir / "frontier.png", args.page.parent / f"frontier-{benchmark}-{setting}.png")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("science_dirs", type=Path, nargs="*", help="`ewa science` output directories of the study")
+    p.add_argument("--control", type=control_arg, action="append", default=[], metavar="NAME=DIR",
+                   help="a negative control's `ewa science` directory (ewa.analysis.science.CONTROLS names them)")
+    p.add_argument("--registry", type=Path, help="publish only tables checked against this registry, and record "
+                   "their report in it")
+    p.add_argument("--config", type=Path, default=ROOT / "configs" / "science.yaml",
+                   help="the study's experiment config (its design seeds); controls use configs/control-NAME.yaml")
+    p.add_argument("--page", type=Path, default=ROOT / "docs" / "results.md",
+                   help="the Markdown page to write into; figures go beside it")
+    p.add_argument("--archive", type=Path, help="where per-seed files are kept (default: science/ beside the page)")
+    p.add_argument("--render-only", action="store_true", help="only render the page from the archive")
+    args = p.parse_args()
+    args.archive = args.archive or args.page.parent / "science"
+    if not args.render_only:
+        if not args.science_dirs:
+            p.error("give the study's `ewa science` directories, or --render-only")
+        args.page.parent.mkdir(parents=True, exist_ok=True)
+        archive(args)
+    science, controls = render(args.archive, figures_dir=args.page.parent)
     page = args.page.read_text() if args.page.exists() else "# Results\n"
-    printed = ["\n".join(parts + [SCIENCE[1]])]
-    page = replace_section(page, SCIENCE, printed[0])
-    if args.control:
-        lines = [CONTROLS[0], ""]
-        for name, directory in args.control:
-            control = json.loads((directory / "summary.json").read_text())
-            main_table = summaries.get((control["benchmark"], control["setting"]))
-            if main_table is None:
-                sys.exit(f"science.py: control {name} is {control['benchmark']} / {control['setting']}, which "
-                         "none of the study's tables given is")
-            lines += controls_section(main_table, {name: control})
-        printed.append("\n".join(lines + [CONTROLS[1]]))
-        page = replace_section(page, CONTROLS, printed[-1])
+    page = replace_section(page, SCIENCE, science)
+    if controls is not None:
+        page = replace_section(page, CONTROLS, controls)
     tmp = args.page.with_suffix(".md.tmp")
     tmp.write_text(page)
     tmp.replace(args.page)
-    print("\n\n".join(printed))
+    print(science + ("\n\n" + controls if controls else ""))
 
 
 if __name__ == "__main__":

@@ -328,13 +328,21 @@ def test_science_rewrites_only_its_section_of_the_results_page(tmp_path, capsys)
     ratio = [line for line in text.splitlines() if line.startswith("| efficient / brute-force WA+RE+CE")]
     assert len(ratio) == 1 and set(ratio[0].split(" | ")[1:-1]) == {"–"}
     # headroom and the ensemble claims' choices per seed, not the first seed's for all
-    rows = {line.split(" | ")[0]: line for line in text.splitlines() if line.startswith(("| 3 |", "| 4 |"))}
+    rows = {line.split(" | ")[0]: line for line in text.splitlines() if line.startswith(("| 3 | 4 |", "| 4 | 4 |"))}
     assert rows["| 3"].startswith("| 3 | 4 | 3 | 3 (alpha -0.50) |")
     assert rows["| 4"].startswith("| 4 | 4 | 4 | 3 (alpha -0.50) |")
     assert "no ensemble chosen" in rows["| 3"]
     ensemble_rows = [line for line in text.splitlines() if line.startswith("| 4b.")]
     assert len(ensemble_rows) == 1 and "headroom and allocation per seed" in ensemble_rows[0]
     assert "not reproduced (no ensemble chosen in 2 of 2)" in ensemble_rows[0]
+    # claim 4b over the budget k = 1..n, from each seed's budget_curve.csv
+    start = text.index("| k | single alpha pass@k (mean over 2 seeds)")
+    budget = [line.split(" | ") for line in text[start:].splitlines()[2:12]]
+    assert [int(r[0].strip("| ")) for r in budget] == list(range(1, 11))
+    single = [float(r[1]) for r in budget]
+    assert single == sorted(single) and single[0] < single[-1]  # pass@k grows with k
+    # no seed's dev split chooses an ensemble, at any k: the allocation is the single alpha
+    assert all(r[2] == r[1] and r[4] == "0 of 2" and r[5] == "–" for r in budget)
     assert (tmp_path / "docs/frontier-mini-reasoning-seeds.png").stat().st_size > 10_000
     assert (tmp_path / "docs/frontier-mini-reasoning.png").stat().st_size > 10_000
     # the page links its figures relative to itself, beside it in docs/

@@ -29,9 +29,9 @@ RATES = (("opt", "TLE+MLE", "tab:red"), ("corr", "WA+RE+CE", "tab:blue"), ("ac",
          ("ce", "of which CE", "tab:grey"))
 
 
-def read_run(claims_dir: Path, approaches_dir: Path) -> tuple[pd.DataFrame, ...]:
-    """One seed's claims.csv, per_alpha.csv, approaches.csv, premise.csv, headroom.json and its seed (from
-    the claims' provenance)."""
+def read_run(claims_dir: Path, approaches_dir: Path) -> tuple:
+    """One seed's claims.csv, per_alpha.csv, approaches.csv, premise.csv, headroom.json, budget_curve.csv
+    (None for runs made before it existed) and its seed (from the claims' provenance)."""
     files = [claims_dir / "claims.csv", claims_dir / "per_alpha.csv", approaches_dir / "approaches.csv",
              approaches_dir / "premise.csv", claims_dir / "headroom.json"]
     missing = [f for f in files if not f.is_file()]
@@ -39,7 +39,9 @@ def read_run(claims_dir: Path, approaches_dir: Path) -> tuple[pd.DataFrame, ...]
         raise FileNotFoundError(f"{missing[0]}: missing (that seed's claims and approaches steps have not run)")
     seed = json.loads((claims_dir / "provenance.json").read_text())["config"]["seed"]
     tables = [pd.read_csv(f, keep_default_na=False, na_values=[""]) for f in files[:4]]
-    return (*tables, json.loads(files[4].read_text()), int(seed))
+    curve = claims_dir / "budget_curve.csv"
+    budget = pd.read_csv(curve, keep_default_na=False, na_values=[""]) if curve.is_file() else None
+    return (*tables, json.loads(files[4].read_text()), budget, int(seed))
 
 
 def overall(verdicts: list[str]) -> str:
@@ -69,8 +71,8 @@ def seed_notes(notes: list, seeds: list[int]) -> str:
 
 
 def claims_table(claims: list[pd.DataFrame], seeds: list[int]) -> list[str]:
-    lines = [f"| claim | measure | seed {seeds[0]}: value [95% CI] | mean ± sd over {len(seeds)} seeds "
-             "| per seed | verdict |", "|---|---|---|---|---|---|"]
+    lines = [f"| claim | measure | seed {seeds[0]}: value [95% CI] | design effect (mean over seeds) "
+             f"| mean ± sd over {len(seeds)} seeds | per seed | verdict |", "|---|---|---|---|---|---|---|"]
     for i, row in claims[0].iterrows():
         values = pd.Series([c.loc[i, "value"] for c in claims])
         verdicts = [c.loc[i, "verdict"] for c in claims]
@@ -80,8 +82,11 @@ def claims_table(claims: list[pd.DataFrame], seeds: list[int]) -> list[str]:
         why = ("headroom and allocation per seed: table below" if row["claim"] in ENSEMBLE_ROWS
                else seed_notes([c.loc[i, "note"] for c in claims], seeds))
         verdict = overall(verdicts) + (f"; {why}" if why else "")
+        effects = pd.Series([c.loc[i, "design_effect"] if "design_effect" in c else float("nan") for c in claims],
+                            dtype=float)
+        effect = "–" if effects.isna().all() else f"{effects.mean():.2f}"
         lines.append(f"| {row['title']} | {row['measure']} | {row['value']:+.3f} [{row['ci_lo']:+.3f}, "
-                     f"{row['ci_hi']:+.3f}] | {spread} | {per_seed} | {verdict} |")
+                     f"{row['ci_hi']:+.3f}] | {effect} | {spread} | {per_seed} | {verdict} |")
     return lines
 
 
@@ -103,6 +108,28 @@ def ensembles_table(claims: list[pd.DataFrame], headrooms: list[dict], seeds: li
         lines.append(f"| {seed} | {room['n_problems']} | {room['solved_by_some_alpha']} | "
                      f"{room['solved_by_best_single']} (alpha {alpha_tag(room['best_single_alpha'])}) | "
                      + " | ".join(cells) + " |")
+    return lines
+
+
+def budget_table(curves: list[pd.DataFrame | None]) -> list[str]:
+    """Claim 4b at every budget k = 1..n, over seeds: the dev-chosen single alpha's and allocation's
+    pass@k on the test families, the headroom an allocation could add, and how many seeds chose an
+    ensemble and gained with a cluster-bootstrap CI above 0. Empty when no seed has a budget curve."""
+    curves = [c for c in curves if c is not None]
+    if not curves:
+        return []
+    lines = [f"| k | single alpha pass@k (mean over {len(curves)} seeds) | allocation pass@k | headroom (problems) "
+             "| seeds choosing an ensemble | their gain, mean | seeds whose gain CI > 0 |",
+             "|---|---|---|---|---|---|---|"]
+    for k in sorted(set.intersection(*(set(c["k"]) for c in curves))):
+        rows = pd.DataFrame([c.set_index("k").loc[k] for c in curves])
+        chosen = rows[rows["ensemble_chosen"].astype(str).str.lower() == "true"]
+        gain = f"{chosen['gain'].astype(float).mean():+.3f}" if len(chosen) else "–"
+        above = int((chosen["gain_lo"].astype(float) > 0).sum())
+        lines.append(f"| {k} | {rows['single_pass_at_k'].astype(float).mean():.3f} | "
+                     f"{rows['ensemble_pass_at_k'].astype(float).mean():.3f} | "
+                     f"{rows['headroom_at_k'].astype(float).mean():.2f} | {len(chosen)} of {len(curves)} | {gain} | "
+                     f"{above} of {len(curves)} |")
     return lines
 
 
@@ -239,31 +266,37 @@ def summary(claims: list[pd.DataFrame], premises: list[pd.DataFrame], seeds: lis
             "premise_ratio": {alpha_tag(a): (None if pd.isna(r) else float(r)) for a, r in ratio.items()}}
 
 
-def write_science(claims_dirs: list[Path], approaches_dirs: list[Path], frontier_png: Path, out_dir: Path,
+def write_science(claims_dirs: list[Path], approaches_dirs: list[Path], frontier_png: Path | None, out_dir: Path,
                   benchmark: str, setting: str, design_seeds: list[int] = (), demo_seed: int = 0,
-                  registry: str | Path | None = None, repo: str | Path | None = None) -> str:
+                  registry: str | Path | None = None, repo: str | Path | None = None,
+                  registration: dict | None = None) -> str:
     """Write science.md, seeds.png, frontier.png (the first seed's), summary.json and registration.json into
     `out_dir`; returns the markdown. The markdown links its figures as docs/frontier-{benchmark}-{setting}
     [-seeds].png, where scripts/science.py copies them beside docs/results.md. design_seeds, demo_seed: see
     preregistration(). registry: the pre-registration record every seed must match (ewa.analysis.registry;
-    checked before anything is written), and repo the git checkout its commits are compared in."""
+    checked before anything is written), and repo the git checkout its commits are compared in; or
+    registration, the record of a check already made (ewa.analysis.archive renders archived runs with it).
+    frontier_png None: no copy of the first seed's frontier plot."""
     read = [read_run(Path(c), Path(a)) for c, a in zip(claims_dirs, approaches_dirs, strict=True)]
-    claims, per_alpha, approaches, premises, headrooms, seeds = (list(x) for x in zip(*read))
+    claims, per_alpha, approaches, premises, headrooms, budgets, seeds = (list(x) for x in zip(*read))
     if len({tuple(a["alpha"]) for a in per_alpha}) > 1:
         raise ValueError("science: the seeds' runs use different alpha grids; compare runs of one config")
     registered = preregistration(seeds, list(design_seeds), demo_seed)
-    registration = None if registry is None else check_registry(
-        registry, [(s, Path(c), Path(a)) for s, c, a in zip(seeds, claims_dirs, approaches_dirs)], repo)
+    if registry is not None:
+        registration = check_registry(
+            registry, [(s, Path(c), Path(a)) for s, c, a in zip(seeds, claims_dirs, approaches_dirs)], repo)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     plot(per_alpha, seeds, out_dir / "seeds.png", f"{benchmark} held-out, {setting}")
-    with atomic_path(out_dir / "frontier.png") as tmp:
-        shutil.copy(frontier_png, tmp)
+    if frontier_png is not None:
+        with atomic_path(out_dir / "frontier.png") as tmp:
+            shutil.copy(frontier_png, tmp)
     figure, frontier = (f"docs/frontier-{benchmark}-{setting}{suffix}.png" for suffix in ("-seeds", ""))
     text = "\n".join([
         f"Generated by `make science` (`ewa science`) from runs with seeds {', '.join(map(str, seeds))} "
         f"on {benchmark} (held-out) / {setting}. CI: paired bootstrap over problem families (evaluate.ci, evaluate.cluster_by), shown for "
-        f"seed {seeds[0]}; every run's own CIs are in its `results/seed<N>/claims/{benchmark}/{setting}/claims.csv` "
+        f"seed {seeds[0]}, with the design effect (the clustered CI's variance over an independent-problems "
+        "one); every run's own CIs are in its `results/seed<N>/claims/{benchmark}/{setting}/claims.csv` "
         "and report. Verdict: reproduced when every seed's CI lies strictly on the claimed side (a flat "
         "solve rate: the whole CI within ±0.05; an ensemble: a gain whose CI excludes 0, from an allocation "
         "over two or more alphas, else \"no ensemble chosen\").", "", registered, "",
@@ -273,6 +306,10 @@ def write_science(claims_dirs: list[Path], approaches_dirs: list[Path], frontier
         "one does not (within the samples drawn); the allocation each claim used (alpha:samples) and what "
         "it gained over the single alpha.", "",
         *ensembles_table(claims, headrooms, seeds), "",
+        *([("Claim 4b over the budget k = 1 … n (each seed's `budget_curve.csv`): the dev split chooses the single "
+            "alpha and the allocation at each k, the test families score them; headroom is what an allocation "
+            "could add over the single at that k. The verdict above is read at the configured budget."), "",
+           *budget_table(budgets), ""] if any(b is not None for b in budgets) else []),
         "Verdict shares per alpha (mean ± sd over seeds):", "", *rates_table(per_alpha), "",
         "What each alpha writes, classified from how each program's CPU time grows over the size-ordered "
         "tests (`ewa approaches`; mean over seeds; samples that failed before the tests separate the two "
@@ -286,7 +323,12 @@ def write_science(claims_dirs: list[Path], approaches_dirs: list[Path], frontier
         f"The pipeline's frontier plot for seed {seeds[0]} (`results/seed{seeds[0]}/frontier/{benchmark}/{setting}/frontier.png`):", "",
         f"![frontier, seed {seeds[0]}]({frontier})"])
     alphas = per_alpha[0]["alpha"].tolist()
-    write_json(out_dir / "summary.json", summary(claims, premises, seeds, alphas, benchmark, setting, registration))
+    record = summary(claims, premises, seeds, alphas, benchmark, setting, registration)
+    # where each seed's files were read, so the report's archive (ewa.analysis.archive) copies those
+    record["inputs"] = {"claims": [str(Path(c).resolve()) for c in claims_dirs],
+                        "approaches": [str(Path(a).resolve()) for a in approaches_dirs]}
+    record["design_seeds"], record["demo_seed"] = sorted(design_seeds), demo_seed
+    write_json(out_dir / "summary.json", record)
     write_json(out_dir / "registration.json", registration or {"checked": False})
     write_text(out_dir / "science.md", text + "\n")
     return text
