@@ -29,6 +29,32 @@ rule frontier:
         "--out-dir results/seed{wildcards.seed}/frontier/{wildcards.benchmark}/{wildcards.setting} 2> {log}"
 
 
+# The merge families compared (merge.families, ewa.analysis.families): every family's points on the frontier,
+# each family's front and its hypervolume, the differences between families with cluster-bootstrap CIs, and
+# matched-budget ensembles drawing from any family.
+rule families:
+    input:
+        evals=family_evals,
+        problems="results/seed{seed}/data/{benchmark}/problems.jsonl",
+    output:
+        *[f"results/seed{{seed}}/families/{{benchmark}}/{{setting}}/{name}" for name in families_files()
+          if name != "families.png"],
+        report("results/seed{seed}/families/{benchmark}/{setting}/families.png", caption="../report/families.rst",
+               category="Families", subcategory="seed {seed}: {benchmark} / {setting}"),
+    params:
+        config=analysis_config,
+        spec=families_spec,
+        evals=family_eval_args,
+    conda:
+        "../envs/ewa.yaml"
+    log:
+        "logs/seed{seed}/families/{benchmark}/{setting}.log",
+    shell:
+        "ewa families --config {params.config:q} --families {params.spec:q} --evals {params.evals} "
+        "--problems {input.problems} --out-dir results/seed{wildcards.seed}/families/{wildcards.benchmark}/"
+        "{wildcards.setting} > {log} 2>&1"
+
+
 # The study's four claims on this run, each with a paired bootstrap CI over problems.
 rule claims:
     input:

@@ -9,11 +9,13 @@ from pathlib import Path
 
 from ewa.alphas import ALPHA_TAG_PATTERN, alpha_spec, alpha_tag
 from ewa.analysis.claims import OUTPUT_FILES as CLAIMS_FILES
+from ewa.analysis.families import output_files as families_files
 from ewa.analysis.frontier import output_files as frontier_files
 from ewa.analysis.registry import REGISTRY_FILE, experiment_sha256
 from ewa.analysis.science import OUTPUT_FILES as SCIENCE_FILES
 from ewa.config import ConfigError, validate
 from ewa.data import input_error, verifies
+from ewa.families import INIT, POINT_TAG_PATTERN, family_spec, merge_plan, model_points
 from ewa.io import EXPERIMENT_ENV
 
 try:
@@ -53,12 +55,19 @@ BENCHMARKS = list(config["benchmarks"])
 SETTINGS = config["sample"]["settings"]
 # The claims compare the trained endpoints, so they need alphas 0 and 1 in the grid.
 ENDPOINTS = {0.0, 1.0} <= set(ALPHAS.values())
+# merge.families (ewa.families): every model of every family by tag, each once. A point on the low-high line is
+# an alpha (merged by rule merge, and only ALPHAS make the line's frontier); any other is @SOURCE+W,... (rule
+# merge_point), or a source itself (@init+1.00: the init is sampled where it is, nothing merged).
+FAMILIES = bool(config["merge"].get("families"))
+POINTS = model_points(config)
+MERGE_ALPHAS = {**ALPHAS, **{tag: p.weight(config["merge"]["high"]) for tag, p in POINTS.items() if tag[0] != "@"}}
+OFF_LINE = {tag: p for tag, p in POINTS.items() if tag[0] == "@"}
 
 
 wildcard_constraints:
     seed=r"\d+",
     regime="|".join(REGIMES),
-    tag=ALPHA_TAG_PATTERN,
+    tag=ALPHA_TAG_PATTERN + (f"|{POINT_TAG_PATTERN}" if OFF_LINE else ""),
     benchmark="|".join(map(re.escape, BENCHMARKS)),
     setting="|".join(SETTINGS),
 
@@ -179,8 +188,36 @@ def calibration_flag(wildcards, input):
     return f"--calibration {input.calibration}" if input.calibration else ""
 
 
+def source_dir(seed, source):
+    """The model directory of a family's source: the shared init or a regime's checkpoint."""
+    return f"results/seed{seed}/init" if source == INIT else f"results/seed{seed}/checkpoints/{source}"
+
+
+def off_line_point(wildcards):
+    if wildcards.tag not in OFF_LINE:
+        raise WorkflowError(f"model alpha{wildcards.tag} is no point of merge.families (ewa.families)")
+    return OFF_LINE[wildcards.tag]
+
+
 def merged_model(wildcards):
+    """The model a sample job reads: its merge, or for a point that is one source (weight 1) that source."""
+    if wildcards.tag in OFF_LINE and (source := OFF_LINE[wildcards.tag].single_source):
+        return source_dir(wildcards.seed, source)
     return f"results/seed{wildcards.seed}/merged/alpha{wildcards.tag}"
+
+
+def point_sources(wildcards):
+    """A family point's inputs: the model directory of each source it weighs, base first."""
+    base, rest = merge_plan(off_line_point(wildcards))
+    return [source_dir(wildcards.seed, s) for s in (base, *(s for s, _ in rest))]
+
+
+def point_source_args(wildcards, input):
+    """`--source W:DIR` per source of the point, base first (input order)."""
+    point = off_line_point(wildcards)
+    base, rest = merge_plan(point)
+    weights = [point.weight(base), *(w for _, w in rest)]
+    return " ".join(f"--source={w!r}:{d}" for w, d in zip(weights, input, strict=True))  # = : a weight may be negative
 
 
 def merged_output(path):
@@ -210,7 +247,7 @@ def merge_chunks(per_job):
     Fixed by the grid alone, so a chunk's outputs are stable. Adding an alpha re-forms the chunks from it on,
     and the chunk that holds it is merged again: Snakemake then samples that chunk's other alphas again too (a
     job that runs updates all its outputs), so chunk a grid you do not mean to extend."""
-    tags = sorted(ALPHAS, key=ALPHAS.get)
+    tags = sorted(MERGE_ALPHAS, key=MERGE_ALPHAS.get)
     return [tags[i:i + per_job] for i in range(0, len(tags), per_job)] if per_job > 1 else []
 
 
@@ -230,7 +267,7 @@ share_merge_settings([f"merge_chunk{number}" for number in range(1, len(MERGE_CH
 def chunk_alphas(wildcards, output):
     """`--alphas` of a chunk job, from its outputs: derived from them, so how the grid is cut is not a
     parameter Snakemake would rerun finished merges for."""
-    return " ".join(repr(ALPHAS[os.path.basename(o)[len("alpha"):]]) for o in output)
+    return " ".join(repr(MERGE_ALPHAS[os.path.basename(o)[len("alpha"):]]) for o in output)
 
 
 def chunk_out_pattern(wildcards, output):
@@ -294,7 +331,26 @@ def seed_targets(seed):
     if ENDPOINTS:
         tables += expand("results/seed{seed}/claims/{benchmark}/{setting}/claims.csv", seed=seed,
                          benchmark=BENCHMARKS, setting=SETTINGS)
+    if FAMILIES:
+        tables += expand("results/seed{seed}/families/{benchmark}/{setting}/comparison.csv", seed=seed,
+                         benchmark=BENCHMARKS, setting=SETTINGS)
     return tables
+
+
+def family_evals(wildcards):
+    """Every family point's evaluation table for this job's seed, benchmark and setting, each once."""
+    return [f"results/seed{wildcards.seed}/evals/alpha{tag}/{wildcards.benchmark}/{wildcards.setting}.parquet"
+            for tag in POINTS]
+
+
+def family_eval_args(wildcards, input):
+    """`point=TAG:PATH` per point (POINTS and family_evals are in the same order)."""
+    return " ".join(f"point={tag}:{path}" for tag, path in zip(POINTS, input.evals, strict=True))
+
+
+def families_spec(wildcards):
+    # A parameter: adding a point reruns this comparison (and builds only that point's jobs before it).
+    return as_json(family_spec(config))
 
 
 def science_seed_dirs(kind, name=None):
@@ -306,7 +362,7 @@ def science_seed_dirs(kind, name=None):
 
 
 def alpha_of(wildcards):
-    return ALPHAS[wildcards.tag]
+    return MERGE_ALPHAS[wildcards.tag]
 
 
 def parent_dirs(key):

@@ -14,6 +14,8 @@ if not MERGE_CHUNKS:
             high=f"results/seed{{seed}}/checkpoints/{config['merge']['high']}",
         output:
             merged_output("results/seed{seed}/merged/alpha{tag}"),
+        wildcard_constraints:
+            tag=ALPHA_TAG_PATTERN,
         params:
             config=merge_config,
             alpha=alpha_of,
@@ -58,3 +60,29 @@ for number, tags in enumerate(MERGE_CHUNKS, 1):
             "PYTORCH_CUDA_ALLOC_CONF=\"{resources.cuda_alloc_conf}\" "
             "ewa merge --config {params.config:q} {input.low} {input.high} --alphas {params.alphas} "
             "--out-pattern {params.pattern:q} 2> {log}"
+
+
+# A point of merge.families off the alpha line (ewa.families): sum_i w_i * theta_i over the init and the regimes'
+# checkpoints, weights summing to 1, one job per point; a point two families share is one target, built once.
+rule merge_point:
+    input:
+        point_sources,
+    output:
+        merged_output("results/seed{seed}/merged/alpha{tag}"),
+    wildcard_constraints:
+        tag=POINT_TAG_PATTERN,
+    params:
+        config=merge_config,
+        sources=point_source_args,
+    resources:
+        mem_mb=4000,
+        cuda_alloc_conf="${PYTORCH_CUDA_ALLOC_CONF:-}",
+    conda:
+        "../envs/ewa.yaml"
+    log:
+        "logs/seed{seed}/merge/alpha{tag}.log",
+    benchmark:
+        "results/seed{seed}/benchmarks/merge/alpha{tag}.tsv"
+    shell:
+        "PYTORCH_CUDA_ALLOC_CONF=\"{resources.cuda_alloc_conf}\" "
+        "ewa merge-point --config {params.config:q} {params.sources} --out {output} 2> {log}"

@@ -18,6 +18,7 @@ COMMANDS = {
     "init": ("ewa.init.cli", "build the shared initial model (tiny, or a local HF directory)"),
     "train": ("ewa.train.cli", "GRPO-train one coverage regime from the shared init"),
     "merge": ("ewa.merge.cli", "theta(a) = (1-a)*theta_A + a*theta_B for one or many alphas"),
+    "merge-point": ("ewa.merge.cli", "sum_i w_i * theta_i (weights summing to 1): a point of a merge family"),
     "sample": ("ewa.sample.cli", "sample a model on a benchmark in one inference setting"),
     "calibrate": ("ewa.evaluate.cli", "time a reference workload; write the time-limit factor"),
     "evaluate": ("ewa.evaluate.cli", "judge a samples file in the sandbox; write verdicts as parquet"),
@@ -26,6 +27,7 @@ COMMANDS = {
     "approaches": ("ewa.analysis.cli", "per alpha: the approach each sample declares and its verdict mix"),
     "science": ("ewa.analysis.cli", "combine several seeds' claims into one table and a seed-band plot"),
     "front": ("ewa.analysis.cli", "the report's front page: the study, this run's config and its claims"),
+    "families": ("ewa.analysis.cli", "compare the merge families' fronts: hypervolumes with cluster-bootstrap CIs"),
     "plan": ("ewa.plan.cli", "GPUs, memory per GPU, hours and disk of every rule on a profile, before queueing"),
     "preflight": ("ewa.preflight", "check this node before queueing: sandbox, judge interpreter, GPU stack, free disk"),
 }

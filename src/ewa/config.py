@@ -21,6 +21,7 @@ import jsonschema
 import yaml
 
 from ewa.alphas import alpha_tag
+from ewa.families import check_families
 from ewa.tiers import TierError, check_regimes
 from ewa.errors import ConfigError
 
@@ -139,6 +140,7 @@ def _check_consistency(config: dict, partial: bool = False) -> None:
         raise ConfigError(f"config: key 'merge.alphas': {e}") from None
     if len(set(tags)) != len(tags):
         raise ConfigError(f"config: key 'merge.alphas': duplicate alphas {config['merge']['alphas']}")
+    check_families(config)
     tuned = sorted(set(config["science"]["seeds"]) & set(config["science"]["design_seeds"]))
     if tuned:
         raise ConfigError(f"config: key 'science.seeds': seed(s) {tuned} also tuned the design (science.design_seeds); "

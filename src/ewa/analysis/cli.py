@@ -200,7 +200,52 @@ def front(args: argparse.Namespace, config: dict) -> int:
     return 0
 
 
+def add_families_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--families", required=True, help="the families and their points as JSON, or a file "
+                        "holding it (ewa.families.family_spec of the experiment config)")
+    parser.add_argument("--evals", nargs="+", required=True, metavar="point=TAG:PATH",
+                        help="evaluation table of every point, by its tag: point=+0.50:PATH, point=@init+1.00:PATH")
+    parser.add_argument("--bootstrap", type=int, default=None, help="resamples of problem clusters for CIs; 0 = none "
+                        "(default: evaluate.bootstrap)")
+    parser.add_argument("--seed", type=int, default=None, help="bootstrap and dev/test split seed (default: seed)")
+    parser.add_argument("--problems", type=Path, help="canonical problems.jsonl: family per problem")
+    parser.add_argument("--formats", nargs="*", default=["png", "svg"], help="plot formats; none = no plots")
+    parser.add_argument("--out-dir", required=True, type=Path, help="the directory this step writes (replaced whole)")
+
+
+def families(args: argparse.Namespace, config: dict) -> int:
+    import json
+
+    from ewa.analysis.families import FamilySettings, write_families
+
+    ev = config["evaluate"]
+    text = args.families if args.families.lstrip().startswith("{") else Path(args.families).read_text()
+    spec = json.loads(text)
+    evals = []
+    for item in args.evals:
+        tag, sep, path = item.removeprefix("point=").partition(":")
+        if not item.startswith("point=") or not sep or not tag or not path:
+            raise ValueError(f"--evals {item!r}: expected point=TAG:PATH, e.g. point=@init+1.00:evals.parquet")
+        evals.append((tag, Path(path)))
+    settings = FamilySettings(k=tuple(ev["k"]), bootstrap=option(args.bootstrap, ev["bootstrap"]), ci=ev["ci"],
+                              seed=option(args.seed, config["seed"]), cluster_by=ev["cluster_by"],
+                              budget=ev["budget"], dev_fraction=ev["dev_fraction"])
+    inputs = {str(p): sha256_file(p) for _, p in evals}
+    if args.problems:
+        inputs[str(args.problems)] = sha256_file(args.problems)
+    prov = provenance({"families": spec, "settings": asdict(settings), "formats": args.formats}, inputs=inputs)
+    summary = write_families(spec, evals, args.problems, args.out_dir, settings, tuple(args.formats), prov)
+    for r in summary["line_vs_trajectories"]:
+        print(f"{r['family_a']} - {r['family_b']}: hypervolume {r['hv_diff']:+.4f} "
+              f"[{r['hv_diff_lo'] if r['hv_diff_lo'] is not None else float('nan'):+.4f}, "
+              f"{r['hv_diff_hi'] if r['hv_diff_hi'] is not None else float('nan'):+.4f}] ({r['verdict']})")
+    print(f"{summary['models']} models in {len(summary['families'])} families x {summary['n_problems']} problems "
+          f"-> {args.out_dir}")
+    return 0
+
+
 COMMANDS = {
+    "families": (add_families_arguments, families),
     "front": (add_front_arguments, front),
     "frontier": (add_frontier_arguments, frontier),
     "claims": (add_claims_arguments, claims),

@@ -235,3 +235,73 @@ def plot_overlaps(overlaps: pd.DataFrame, alphas, stem: Path, formats=("png", "s
                                 color="white" if dark else "black")
     fig.tight_layout()
     return _save(fig, stem, formats)
+
+
+FAMILY_COLOURS = ("black", "tab:orange", "tab:blue", "tab:green", "tab:purple", "tab:brown")
+
+
+def _simplex_colour(weights: np.ndarray) -> np.ndarray:
+    """RGB of a barycentric point from its first three weights, negative weights clipped: a vertex is pure
+    red, green or blue, the centre grey-white, a point outside the simplex the colour of the side it leaves by."""
+    w = np.clip(np.asarray(weights, dtype=np.float64)[:3], 0, None)
+    return w / w.max() if w.max() > 0 else np.full(3, 0.5)
+
+
+def _ternary_xy(weights: np.ndarray) -> np.ndarray:
+    """Cartesian position of barycentric weights (n, 3) in an equilateral triangle with unit sides."""
+    corners = np.array([[0.0, 0.0], [1.0, 0.0], [0.5, np.sqrt(3) / 2]])
+    return np.asarray(weights, dtype=np.float64) @ corners
+
+
+def plot_families(points: pd.DataFrame, spec: dict, comparison: pd.DataFrame, stem: Path,
+                  formats=("png", "svg")) -> list[Path]:
+    """Every family on the frontier plane: lines as lines in alpha order (hollow markers off their family's
+    front), a simplex as points coloured by their barycentric position, with a ternary inset showing where
+    each simplex point lies (outside the triangle: extrapolated), and each family's hypervolume in the legend."""
+    fig, ax = plt.subplots(figsize=(7.2, 5.4))
+    hv = {r.family_a: r.hv_a for r in comparison.itertuples()} | {r.family_b: r.hv_b for r in comparison.itertuples()}
+    lines = [f for f in spec["families"] if f["kind"] != "simplex"]
+    for colour, family in zip(FAMILY_COLOURS, lines):
+        f = points[points.family == family["name"]].sort_values("alpha")
+        x, y = f["correctness_failure_rate"].to_numpy(), f["optimization_failure_rate"].to_numpy()
+        style = "-" if family["kind"] == "line" else "--"
+        ax.plot(x, y, style, color=colour, lw=1.4, zorder=2,
+                label=f"{family['name']} ({family['kind']}), HV {hv.get(family['name'], np.nan):.3f}")
+        front = f["family_front"].to_numpy(bool)
+        ax.scatter(x[front], y[front], color=colour, s=28, zorder=3)
+        ax.scatter(x[~front], y[~front], facecolors="white", edgecolors=colour, s=28, zorder=3)
+        for xi, yi, a in zip(x, y, f["alpha"]):
+            ax.annotate(f"{a:+.2g}", (xi, yi), xytext=(4, 3), textcoords="offset points", fontsize=6.5, color=colour)
+    simplexes = [f for f in spec["families"] if f["kind"] == "simplex"]
+    for family in simplexes:
+        f = points[points.family == family["name"]]
+        weights = f[[f"w_{s}" for s in family["sources"]]].to_numpy()
+        colours = np.array([_simplex_colour(w) for w in weights])
+        inside = (weights >= -1e-9).all(1)
+        for mask, marker in ((inside, "o"), (~inside, "D")):
+            ax.scatter(f["correctness_failure_rate"][mask], f["optimization_failure_rate"][mask], c=colours[mask],
+                       marker=marker, s=46, edgecolors="0.25", linewidths=0.5, zorder=4)
+        ax.scatter([], [], c="0.7", marker="o", edgecolors="0.25",
+                   label=f"{family['name']} (simplex), HV {hv.get(family['name'], np.nan):.3f}")
+    if simplexes and len(simplexes[0]["sources"]) == 3:
+        family = simplexes[0]
+        f = points[points.family == family["name"]]
+        weights = f[[f"w_{s}" for s in family["sources"]]].to_numpy()
+        inset = ax.inset_axes([0.70, 0.62, 0.30, 0.36])
+        triangle = _ternary_xy(np.eye(3))
+        inset.fill(triangle[:, 0], triangle[:, 1], facecolor="0.95", edgecolor="0.3", lw=0.8)
+        xy = _ternary_xy(weights)
+        inside = (weights >= -1e-9).all(1)
+        for mask, marker in ((inside, "o"), (~inside, "D")):
+            inset.scatter(xy[mask, 0], xy[mask, 1], c=np.array([_simplex_colour(w) for w in weights])[mask],
+                          marker=marker, s=14, edgecolors="0.25", linewidths=0.4)
+        for (tx, ty), name, offset in zip(triangle, family["sources"], ((-4, -9), (4, -9), (0, 5))):
+            inset.annotate(name, (tx, ty), xytext=offset, textcoords="offset points", fontsize=6.5, ha="center")
+        inset.set_aspect("equal")
+        inset.axis("off")
+    ax.set_xlabel("correctness-failure rate (WA + RE + CE)")
+    ax.set_ylabel("optimization-failure rate (TLE + MLE)")
+    ax.set_title("Merge families on the correctness-efficiency plane (lower left is better)")
+    ax.legend(loc="lower left", frameon=False, fontsize=7)
+    ax.margins(0.1)
+    return _save(fig, stem, formats)
