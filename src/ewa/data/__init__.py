@@ -37,9 +37,19 @@ class LoadReport:
     filtered: int = 0  # valid records dropped by the filters (difficulty, dates, limit)
     dropped: list[Dropped] = field(default_factory=list)  # valid records left out, each with its reason
     verification: dict | None = None  # verify_solutions' counts (None: not run)
+    # Statement rules of the kept problems (ewa.data.statement): how many compare letters in any case, how
+    # many have an error bound of their own, and each one's bound.
+    output_rules: dict = field(default_factory=lambda: {"any_case": 0, "float_tol": 0, "float_tol_by_problem": {}})
 
     def dropped_counts(self) -> dict[str, int]:
         return dict(Counter(d.reason for d in self.dropped))
+
+    def count_rules(self, problem: Problem) -> None:
+        rules = self.output_rules
+        rules["any_case"] += bool(problem.meta.get("any_case"))
+        if problem.meta.get("float_tol") is not None:
+            rules["float_tol"] += 1
+            rules["float_tol_by_problem"][problem.id] = problem.meta["float_tol"]
 
 
 def load(fmt: str, input: str | None = None, **options) -> LoadReport:
@@ -102,6 +112,7 @@ def _limited(problems: Iterator[Problem], report: LoadReport, limit: int | None)
             report.filtered += 1 + sum(1 for _ in problems)
             break
         report.kept += 1
+        report.count_rules(problem)
         yield problem
     if report.verification:
         report.filtered += report.verification["unchecked"]

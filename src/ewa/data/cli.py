@@ -80,7 +80,8 @@ def prepare(args: argparse.Namespace, config: dict) -> int:
                             f"{len(report.skipped)} invalid, {len(report.dropped)} dropped: {_counts(dropped)})")
     write_json(args.out + ".meta.json", provenance(
         {**spec, "seed": seed}, problems=report.kept, skipped=report.skipped, filtered=report.filtered,
-        dropped=dropped, dropped_problems=[str(d) for d in report.dropped], verification=report.verification))
+        dropped=dropped, dropped_problems=[str(d) for d in report.dropped], verification=report.verification,
+        output_rules=report.output_rules))
     print(f"{args.out}: {report.kept} problems ({len(report.skipped)} invalid skipped, "
           f"{report.filtered} filtered, {len(report.dropped)} dropped" + (f": {_counts(dropped)}; each named in "
                                                                           f"{args.out}.meta.json" if dropped else "")

@@ -12,6 +12,10 @@ field, so the judge compares every problem's output token by token, reals within
   translated problem (`is_description_translated`) the original one (`untranslated_description`) too.
 - A problem that reads or writes named files (`input_file` / `output_file`) is dropped (reason
   `file_io`): the sandbox judges stdin/stdout.
+- What the statement allows, the judge allows (ewa.data.statement): "print YES/NO in any case" sets
+  `meta.any_case` (tokens compare case-insensitively); "absolute or relative error does not exceed
+  10^{-6}" sets `meta.float_tol` and `meta.float_error` (reals within it, as Codeforces' checkers
+  compare); `meta.rule_phrases` keeps the phrases they were read from.
 - Its first VERIFY_ATTEMPTS Python 3 solutions (`solutions`, language PYTHON3 = 3) are kept in
   `meta.python_solutions`; the dataset option `verify_solutions` (on for train_data) runs them in the
   sandbox and keeps only problems one of them passes (see ewa.data.verify).
@@ -22,6 +26,7 @@ import re
 from typing import Iterator
 
 from ewa.data.sources import converted, read_records
+from ewa.data.statement import output_rules
 from ewa.data.verify import Dropped
 from ewa.errors import UserError
 from ewa.problems import Problem, ProblemError, make_test
@@ -44,7 +49,7 @@ _PRINT = r"(?<!not )(?<!n't )(?<!never )\b(?:print|output|write|display)"
 SEVERAL_ANSWERS = [re.compile(p, re.IGNORECASE) for p in (
     r"\b(?:several|multiple|more than one)\s+(?:possible\s+|correct\s+|valid\s+|optimal\s+|suitable\s+)?"
     r"(?:answers?|solutions?|outputs?)\b[^.\n]{0,80}?\b(?:any|arbitrary)\b",
-    _PRINT + r"\s+(?:out\s+)?(?:any|an\s+arbitrary|arbitrary)\b",
+    _PRINT + r"\s+(?:out\s+)?(?:any|an\s+arbitrary|arbitrary)\b(?!\s+(?:letter|character|case)\b)",
     _PRINT + r"\b[^.\n]{0,80}?\bin\s+(?:any|an\s+arbitrary|arbitrary)\s+order\b",
     r"\banswers?\s+(?:is\s+not|are\s+not|isn't|aren't|may\s+not\s+be|might\s+not\s+be|can\s+be\s+not|may\s+be\s+not)"
     r"\s+unique\b",
@@ -54,13 +59,18 @@ SEVERAL_ANSWERS = [re.compile(p, re.IGNORECASE) for p in (
 )]
 
 
+def _statements(rec: dict) -> list[str]:
+    """The English description, and for a translated problem the original one too."""
+    texts = [str(rec.get("description") or "")]
+    if rec.get("is_description_translated"):
+        texts.append(str(rec.get("untranslated_description") or ""))
+    return texts
+
+
 def several_answers(rec: dict) -> str | None:
     """The phrase of the record's statement that admits several correct outputs, or None."""
-    texts = [rec.get("description") or ""]
-    if rec.get("is_description_translated"):
-        texts.append(rec.get("untranslated_description") or "")
-    for text in texts:
-        flat = " ".join(str(text).split())
+    for text in _statements(rec):
+        flat = " ".join(text.split())
         for pattern in SEVERAL_ANSWERS:
             m = pattern.search(flat)
             if m:
@@ -131,12 +141,13 @@ def convert(rec: dict, where: str) -> Problem | Dropped:
     phrase = several_answers(rec)
     if phrase:
         return Dropped(pid, "several_answers", f"several correct outputs and no checker ({phrase!r})")
+    rules = output_rules(_statements(rec))
     return Problem(
         id=pid, source="codecontests",
         difficulty=_difficulty(rec.get("difficulty", 0)), statement=rec["description"], testtype="stdin",
         time_limit_s=float(seconds) or 2.0, memory_limit_mb=int(memory // 2**20) or 256, tests=tuple(tests),
         meta={"name": name, "cf_rating": rec.get("cf_rating"), "source_id": rec.get("source"),
-              "python_solutions": solutions[:VERIFY_ATTEMPTS]},
+              "python_solutions": solutions[:VERIFY_ATTEMPTS], **rules},
         judge="codecontests",
     )
 

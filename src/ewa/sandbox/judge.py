@@ -8,21 +8,22 @@ backstop hit) > MLE (an allocation failed under RLIMIT_AS, as the fork server's 
 peak RSS at the limit; never what the program prints) > WA for output over the output limit > RE
 (non-zero exit, signal, exception, no result) > WA (wrong output) > AC.
 
-How the program is prepared and its output compared is the problem's judge semantics
-(ewa.sandbox.semantics); every SampleResult names it.
+How the program is prepared, which tests decide its verdict and how its output is compared is the
+problem's judge semantics (ewa.sandbox.semantics); stdout is compared under the problem's OutputRule
+(its statement's tolerance and letter case, ewa.sandbox.checkers). Every SampleResult names both.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 
 from ewa.problems import Problem
-from ewa.sandbox.checkers import expected_value
+from ewa.sandbox.checkers import OutputRule, expected_value, output_rule
 from ewa.sandbox.forkserver import GRACE_S, decode
 from ewa.sandbox.pool import Worker, WorkerDied, WorkerTimeout
 from ewa.sandbox.results import RunResult, SampleResult, TestResult
 from ewa.sandbox.semantics import Semantics, semantics_for
-from ewa.problems import size_order
 from ewa.verdicts import AC, CE, MLE, RE, TLE, WA
 
 MODES = {"stdin": "stdin", "functional": "call", "testcode": "testcode"}
@@ -40,11 +41,12 @@ class Limits:
     output_bytes: int
     max_processes: int
     source_bytes: int | None = None  # longest program compiled; None: no limit
+    wall_limit_s: float | None = None  # a wall-clock limit of the benchmark's own (Semantics.wall_limit)
 
     @property
     def wall_s(self) -> float:
         """Backstop for programs that sleep or block: CPU time alone would never end them."""
-        return 3 * self.cpu_s + 1
+        return self.wall_limit_s if self.wall_limit_s is not None else 3 * self.cpu_s + 1
 
     def request(self) -> dict:
         return {"cpu": self.cpu_s, "wall": self.wall_s, "mem": int(self.memory_mb * (1 << 20)),
@@ -72,7 +74,7 @@ def call(worker: Worker, request: dict, limits: Limits) -> dict:
     return reply
 
 
-def test_verdict(problem: Problem, index: int, reply: dict, limits: Limits, tol: float,
+def test_verdict(problem: Problem, index: int, reply: dict, limits: Limits, rule: OutputRule,
                  sem: Semantics | None = None) -> TestResult:
     sem = sem or semantics_for(problem)
     cand = reply.get("cand")
@@ -104,7 +106,7 @@ def test_verdict(problem: Problem, index: int, reply: dict, limits: Limits, tol:
     elif crashed:
         result.verdict = RE
     elif problem.testtype == "stdin":
-        result.verdict = AC if sem.stdout_match(cand["stdout"], test.output, tol) else WA
+        result.verdict = AC if sem.stdout_match(cand["stdout"], test.output, rule) else WA
     else:
         try:
             got = decode(json.loads(cand["result"]))
@@ -113,7 +115,7 @@ def test_verdict(problem: Problem, index: int, reply: dict, limits: Limits, tol:
             return result
         expected = expected_value(problem, index, test)
         try:
-            same = sem.value_match(got, expected, tol)
+            same = sem.value_match(got, expected, rule.tol)
         except Exception as e:  # e.g. a signalling-NaN Decimal: the reference's `==` raised too
             result.error = f"comparing the returned value raised {type(e).__name__}"
             return result
@@ -146,8 +148,11 @@ def testcode_verdict(check: dict, crashed: bool) -> str:
 
 def judge_sample(worker: Worker, problem: Problem, code: str | None, tests: list[int] | None,
                  early_stop: bool, test_tiers: list[int] | None, limits: Limits, tol: float) -> SampleResult:
-    order = list(tests) if tests is not None else size_order(problem.tests)
     sem = semantics_for(problem)
+    order = list(tests) if tests is not None else sem.verdict_tests(problem)
+    rule = output_rule(problem, tol)
+    if sem.wall_limit:
+        limits = dataclasses.replace(limits, wall_limit_s=limits.cpu_s)
     if problem.testtype == "functional":  # a malformed expected value is the problem's fault: fail now
         for i in order:
             expected_value(problem, i, problem.tests[i])
@@ -161,16 +166,18 @@ def judge_sample(worker: Worker, problem: Problem, code: str | None, tests: list
         if problem.testtype == "testcode":
             request["starter"] = problem.starter_code  # the checker's trusted helpers
         reply = call(worker, request, limits)
-        r = test_verdict(problem, i, reply, limits, tol, sem)
+        r = test_verdict(problem, i, reply, limits, rule, sem)
         if test_tiers is not None:
             r.tier = test_tiers[i]
         results.append(r)
         if "ce" in (reply.get("cand") or {}) or (early_stop and r.verdict != AC):
             break  # a failed compile fails every test the same way
-    return summarize(results, len(order), sem.name)
+    compared = sem.tolerant and problem.testtype != "testcode"
+    return summarize(results, len(order), sem.name, rule if compared else None)
 
 
-def summarize(results: list[TestResult], total: int, judge: str = "") -> SampleResult:
+def summarize(results: list[TestResult], total: int, judge: str = "", rule: OutputRule | None = None
+              ) -> SampleResult:
     failed = next((r for r in results if r.verdict != AC), None)
     return SampleResult(
         verdict=failed.verdict if failed else AC,
@@ -183,6 +190,7 @@ def summarize(results: list[TestResult], total: int, judge: str = "") -> SampleR
         tests=results,
         backstop_kills=sum(r.wall_backstop for r in results),
         judge=judge,
+        output_rule=rule.record() if rule else None,
     )
 
 

