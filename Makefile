@@ -51,7 +51,7 @@ science: $(STAMP)
 	    --directory results/controls/$$c --configfile $(CURDIR)/configs/control-$$c.yaml $(SCIENCE_THREADS) || exit 1; \
 	done
 	$(BIN)/python scripts/science.py --page docs/results.md --registry docs/registry.yaml \
-	  $(foreach s,reasoning tools agentic,results/science/mini/$(s)) \
+	  $(foreach s,reasoning agentic,results/science/mini/$(s)) \
 	  $(foreach c,$(CONTROLS),--control $(c)=results/controls/$(c)/results/science/mini/reasoning)
 
 clean:
