@@ -94,6 +94,7 @@ def test_several_answers_and_file_io_are_dropped_with_their_reason(source):
     ("The edges are given in any order. For any i, a_i is positive.", None),
     ("Print how many solutions exist. The values are not necessarily unique.", None),
     ("Your answer is correct if its absolute or relative error does not exceed 10^{-6}.", None),
+    ("Print YES or NO. You may print any letter in any case.", None),  # one answer, in any case
 ])
 def test_which_statements_admit_several_answers(statement, phrase):
     assert several_answers({"description": statement}) == phrase

@@ -164,7 +164,7 @@ def judge_sample(worker: Worker, problem: Problem, code: str | None, tests: list
         request = {"mode": MODES[problem.testtype], "code": code, "input": problem.tests[i].input,
                    "func": problem.func_name, **limits.request(), **sem.request()}
         if problem.testtype == "testcode":
-            request["starter"] = problem.starter_code  # the checker's trusted helpers
+            request["starter"] = problem.starter_code  # plain: the checker's trusted helpers; humaneval: the prompt
         reply = call(worker, request, limits)
         r = test_verdict(problem, i, reply, limits, rule, sem)
         if test_tiers is not None:
