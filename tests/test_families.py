@@ -125,6 +125,27 @@ def test_the_lattice_and_the_tags_of_the_beyond_config():
     assert "families" not in validate({})["merge"]  # the default config holds no key: its sha256 is unchanged
 
 
+def plan_json(capsys, *args) -> dict:
+    capsys.readouterr()
+    assert ewa_main(["plan", *args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_the_plan_prices_every_family_point(capsys):
+    rules = plan_json(capsys, "--configfile", str(ROOT / "configs" / "beyond.yaml"))["rules"]
+    assert rules["sample"]["jobs"] == rules["evaluate"]["jobs"] == 28  # one setting
+    assert rules["merge"]["jobs"] == 5 + 21 and rules["train"]["jobs"] == 3
+    model = ROOT / "tests" / "fixtures" / "models" / "Qwen2.5-Coder-7B-Instruct"
+    paper = ["--configfile", str(ROOT / "configs" / "paper-7b.yaml"), "--model-config", str(model)]
+    before = plan_json(capsys, *paper)["rules"]
+    after = plan_json(capsys, *paper, "--families", "[{from: init, to: cov100, alphas: [0.0, 1.5, 2.0]}, "
+                      "{regimes: [cov25, cov50, cov100], points: [[0, 1, 0], [-0.5, 1, 0.5]]}]")["rules"]
+    # the init, 1.5 and 2.0 on the trajectory (1.0 is the line's); cov50 itself and one blend on the plane
+    assert after["sample"]["jobs"] == before["sample"]["jobs"] // 17 * (17 + 5)
+    assert after["merge"]["jobs"] == 17 + 3 and after["train"]["jobs"] == 3  # cov50 is trained now
+    assert any("merge.families adds 5 models" in d for d in after["merge"]["details"])
+
+
 # --- the workflow ------------------------------------------------------------------------------------
 
 def snakemake(workdir: Path, *args) -> str:

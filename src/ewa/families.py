@@ -229,3 +229,35 @@ def family_spec(config: dict) -> dict:
                           "points": [{"tag": p.tag, "coords": list(c), "weights": dict(p.weights)}
                                      for p, c in zip(f.points, f.coords)]} for f in families(config)]}
 
+
+
+@dataclass(frozen=True)
+class ModelCount:
+    """What an experiment's models cost, for `ewa plan`: every model sampled and judged, the merges on the
+    low-high line (two inputs each, the alpha grid's and any family's point on it), the merges of points off
+    it (inputs of each) and the points that are a source itself (sampled as they are, never merged)."""
+    models: int
+    line_merges: int
+    point_inputs: tuple[int, ...]
+    sources_sampled: int
+    family_models: int  # models that only merge.families adds
+
+    @property
+    def merges(self) -> int:
+        return self.line_merges + len(self.point_inputs)
+
+
+def count_models(config: dict) -> ModelCount:
+    points = model_points(config)
+    off_line = [p for t, p in points.items() if t[0] == "@"]
+    return ModelCount(models=len(points), line_merges=len(points) - len(off_line),
+                      point_inputs=tuple(len(p.weights) for p in off_line if not p.single_source),
+                      sources_sampled=sum(1 for p in off_line if p.single_source),
+                      family_models=len(points) - len(config["merge"]["alphas"]))
+
+
+def trained_sources(config: dict) -> list[str]:
+    """The regimes whose checkpoints the experiment needs: the line's ends and every regime a family weighs."""
+    needed = {config["merge"]["low"], config["merge"]["high"]}
+    needed |= {s for p in model_points(config).values() for s in p.sources if s != INIT}
+    return [r["name"] for r in config["regimes"] if r["name"] in needed]

@@ -37,6 +37,9 @@ def add_plan_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"refuse a GPU job whose planned peak exceeds this share of the GPU memory the profile "
                         f"gives (default: {MAX_MEMORY_SHARE:g}; the rest is for allocator fragmentation and "
                         f"transients the plan does not model)")
+    p.add_argument("--families", metavar="YAML|FILE",
+                   help="price these merge families on top of the config's (a YAML list, or a config file whose "
+                        "merge.families is taken), e.g. the trajectories and a simplex of docs/beyond.md")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
 
 
@@ -51,8 +54,29 @@ def given_problems(items: list[str], benchmarks: dict) -> dict[str, int]:
     return given
 
 
+def with_families(config: dict, text: str) -> dict:
+    """The config with more merge families (`--families`), validated again."""
+    import yaml
+
+    from ewa.config import validate
+
+    try:
+        inline = text.lstrip().startswith(("[", "{", "-"))
+        raw = yaml.safe_load(text if inline else Path(text).read_text())
+    except OSError as e:
+        raise UserError(f"--families: {text}: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise UserError(f"--families: not valid YAML ({e.__class__.__name__})") from None
+    extra = (raw.get("merge") or {}).get("families") if isinstance(raw, dict) else raw
+    if not isinstance(extra, list) or not extra:
+        raise UserError("--families: expected a list of families, or a config file with merge.families")
+    merged = {**config, "merge": {**config["merge"], "families": [*config["merge"].get("families", []), *extra]}}
+    return validate(merged)
+
+
 def build_plan(args: argparse.Namespace) -> dict:
     from ewa.config import load
+    from ewa.families import count_models
     from ewa.plan import memory, speed, workload
     from ewa.plan.estimate import Inputs, disk, plan_rules
     from ewa.plan.model import architecture
@@ -63,6 +87,8 @@ def build_plan(args: argparse.Namespace) -> dict:
     if not Path(args.configfile).is_file():
         raise UserError(f"--configfile: {args.configfile} is missing")
     config = load(args.configfile)
+    if args.families:
+        config = with_families(config, args.families)
     profile = load_profile(args.profile)
     arch = architecture(config["model"], args.model_config)
     given = given_problems(args.problems, config["benchmarks"])
@@ -70,7 +96,7 @@ def build_plan(args: argparse.Namespace) -> dict:
                   for name, entry in config["benchmarks"].items()]
     train = workload.benchmark("train_data", config["train_data"], config["seed"], {})
     inputs = Inputs(config, arch, profile, args.prompt_tokens, benchmarks, train.tests,
-                    args.alphas_at_once or len(config["merge"]["alphas"]), args.max_memory_share)
+                    args.alphas_at_once or count_models(config).merges, args.max_memory_share)
     rules = plan_rules(inputs)
     refusal = next((r.refusal for r in rules.values() if r.refusal), None)
     return {

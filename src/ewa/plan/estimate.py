@@ -2,6 +2,7 @@
 of the disk the whole run needs. Every figure is per job unless named a total; GB are 1e9 bytes."""
 from __future__ import annotations
 
+from ewa.families import count_models
 from ewa.plan import memory, speed, workload
 from ewa.plan.memory import CUDA_RUNTIME_GB, GB
 from ewa.plan.model import BF16
@@ -32,11 +33,12 @@ def merge_plan(i: Inputs) -> RulePlan:
     from ewa.merge.stream import GPU_BLOCKS
 
     res = i.profile.of("merge")
-    alphas = len(i.config["merge"]["alphas"])
+    count = count_models(i.config)
+    alphas, points = count.line_merges, count.point_inputs  # points: merge.families' points off the line
     per_job = min(i.profile.alphas_per_job, alphas)
     jobs = -(-alphas // per_job)
     size = i.arch.weight_bytes(weight_width(i.config))
-    plan = RulePlan("merge", jobs, res.gpus, res.gpu_mem_gb, disk_gb=gb(alphas * size))
+    plan = RulePlan("merge", jobs + len(points), res.gpus, res.gpu_mem_gb, disk_gb=gb((alphas + len(points)) * size))
     if res.gpus:
         block, buffers = GPU_BLOCKS  # the write ring, plus fp32 copies of one block of each input and the blend
         terms = {"ring buffers": block * buffers, "fp32 block": 3 * block * 2, "CUDA": CUDA_RUNTIME_GB * GB}
@@ -45,8 +47,9 @@ def merge_plan(i: Inputs) -> RulePlan:
         if sum(terms.values()) > i.limit("merge"):
             plan.refusal = memory_refusal("merge", sum(terms.values()), i.max_memory_share, res.gpu_mem_gb,
                                           "ring buffers", "fix: set merge.device: cpu")
-    plan.hours = round((2 + per_job) * size / (speed.FS_GB_S * GB) / 3600, 2)  # both endpoints, then each blend
-    plan.gpu_hours = round((2 * jobs + alphas) * size / (speed.FS_GB_S * GB) / 3600 * res.gpus, 1)
+    plan.hours = round((max([2 + per_job, *(k + 1 for k in points)]) * size / (speed.FS_GB_S * GB) / 3600), 2)
+    plan.gpu_hours = round((2 * jobs + alphas + sum(k + 1 for k in points)) * size / (speed.FS_GB_S * GB) / 3600
+                           * res.gpus, 1)
     plan.io_gb = {"read": gb(2 * jobs * size), "read_one_alpha_per_job": gb(2 * alphas * size),
                   "read_one_job": gb(2 * size), "written": gb(alphas * size)}
     layout = (f"{jobs} jobs of up to {per_job} alphas (set-resources.merge.alphas_per_job), each reading both "
@@ -55,7 +58,17 @@ def merge_plan(i: Inputs) -> RulePlan:
              f"set-resources.merge.alphas_per_job: {alphas} would read {plan.io_gb['read_one_job']:,} GB in one job")
     plan.details.append(f"{alphas} alphas, {gb(size)} GB each, {layout}: read {plan.io_gb['read']:,} GB and write "
                         f"{plan.io_gb['written']:,} GB in all at {speed.FS_GB_S:g} GB/s ({other})")
+    if count.family_models:
+        plan.details.append(family_note(count, size))
     return plan
+
+
+def family_note(count, size: float) -> str:
+    """What merge.families adds to the alpha line: the models, their merges and the bytes those read."""
+    return (f"merge.families adds {count.family_models} models to the alpha grid's {count.models - count.family_models} "
+            f"({count.models} sampled and judged in all): {len(count.point_inputs)} merges off the line reading "
+            f"{gb(sum(count.point_inputs) * size):,} GB and writing {gb(len(count.point_inputs) * size):,} GB, "
+            f"{count.sources_sampled} sources sampled as they are (a family's points on the line are among its alphas)")
 
 
 def data_parallel_advice(arch, tp: int, dp: int, share: float, sequences: int, context: int) -> str | None:
@@ -84,7 +97,7 @@ def sample_tp_knob(arch, tp: int, dp: int, share: float) -> str:
 
 def sample_plan(i: Inputs) -> RulePlan:
     c, arch, res = i.config["sample"], i.arch, i.profile.of("sample")
-    alphas, settings = len(i.config["merge"]["alphas"]), c["settings"]
+    alphas, settings = count_models(i.config).models, c["settings"]  # every model, merge.families' too
     jobs = alphas * len(i.benchmarks) * len(settings)
     plan = RulePlan("sample", jobs, res.gpus, res.gpu_mem_gb)
     backend = c["backend"] if c["backend"] != "auto" else ("vllm" if res.gpus else "hf")
@@ -143,7 +156,7 @@ def sample_plan(i: Inputs) -> RulePlan:
 def evaluate_plan(i: Inputs) -> RulePlan:
     res = i.profile.of("evaluate")
     c = i.config["sample"]
-    alphas, settings = len(i.config["merge"]["alphas"]), c["settings"]
+    alphas, settings = count_models(i.config).models, c["settings"]
     plan = RulePlan("evaluate", alphas * len(i.benchmarks) * len(settings), res.gpus, res.gpu_mem_gb)
     runs = sum(b.problems * c["n"] * b.tests for b in i.benchmarks) * len(settings) * alphas
     longest = max(b.problems * c["n"] * b.tests for b in i.benchmarks) * workload.CPU_S_PER_TEST / 3600
@@ -165,7 +178,7 @@ def disk(i: Inputs, plans: dict[str, RulePlan]) -> dict:
     size = gb(i.arch.weight_bytes(weight_width(i.config)))
     merged_all = plans["merge"].disk_gb
     # a merge job's alphas appear together, when it ends: a chunk of them is on disk at once at least
-    at_once = min(max(i.alphas_at_once, i.profile.alphas_per_job), len(i.config["merge"]["alphas"]))
+    at_once = min(max(i.alphas_at_once, i.profile.alphas_per_job), count_models(i.config).merges)
     merged_peak = round(at_once * size, 1) if temp else merged_all
     kept = {"init": plans["init"].disk_gb, "checkpoints": plans["train"].disk_gb,
             "merged": 0.0 if temp else merged_all, "samples": plans["sample"].disk_gb,
@@ -178,7 +191,7 @@ def disk(i: Inputs, plans: dict[str, RulePlan]) -> dict:
     both = work + merged_peak if i.config["grpo"]["keep_work_dir"] else max(work, merged_peak)
     return {"kept_gb": kept, "total_gb": round(sum(kept.values()), 1), "peak_gb": round(base + both, 1),
             "trainer_checkpoints_gb": work, "merged_all_gb": merged_all, "merged_peak_gb": merged_peak,
-            "alphas_at_once": at_once if temp else len(i.config["merge"]["alphas"]), "merge_temp": temp}
+            "alphas_at_once": at_once if temp else count_models(i.config).merges, "merge_temp": temp}
 
 
 def plan_rules(i: Inputs) -> dict[str, RulePlan]:

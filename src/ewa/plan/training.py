@@ -28,8 +28,10 @@ TRAIN_ADVICE = {
 
 
 def trained_regimes(config: dict) -> list[dict]:
-    """Only the merge endpoints are trained (rules/merge.smk asks for their checkpoints)."""
-    names = dict.fromkeys([config["merge"]["low"], config["merge"]["high"]])
+    """Only the regimes a merge reads are trained: the line's ends and any regime of merge.families."""
+    from ewa.families import trained_sources
+
+    names = trained_sources(config)
     return [r for r in config["regimes"] if r["name"] in names]
 
 
