@@ -73,7 +73,7 @@ def family_members(spec: dict, tags: list[str]) -> list[tuple[dict, np.ndarray]]
     return [(f, np.array([index[p["tag"]] for p in f["points"]])) for f in spec["families"]]
 
 
-def point_label(family: dict, point: dict) -> str:
+def point_label(point: dict) -> str:
     """endpoint (a source itself), interpolated (every weight in [0, 1]) or extrapolated."""
     weights = list(point["weights"].values())
     if len(weights) == 1:
@@ -92,7 +92,7 @@ def points_table(spec: dict, tags: list[str], value, lo, hi, names: list[str], n
         for j, (i, point) in enumerate(zip(idx, family["points"])):
             row = {"family": family["name"], "kind": family["kind"], "tag": point["tag"],
                    "alpha": point["coords"][0] if family["kind"] != "simplex" else np.nan,
-                   "label": point_label(family, point), "family_front": bool(front[j]), "overall_front": bool(overall[i]),
+                   "label": point_label(point), "family_front": bool(front[j]), "overall_front": bool(overall[i]),
                    "n_samples": int(n_samples[i])}
             row.update({f"w_{s}": point["weights"].get(s, 0.0) for s in spec["sources"]})
             for m in names:
@@ -218,7 +218,7 @@ def write_families(spec: dict, evals: list[tuple[str, Path]], problems: Path | N
                    settings: FamilySettings, formats=PLOT_FORMATS, prov: dict | None = None) -> dict:
     """Every table and the plot into out_dir at once (a temp dir renamed on success)."""
     tags, grid = load_points(evals, problems)
-    family_members(spec, tags)
+    family_members(spec, tags)  # every point has its table, before any work
     names, X, W = per_problem_stats(grid.counts, settings.k)
     clusters = grid.clusters(settings.cluster_by)
     boot = bootstrap_counts(clusters, settings.bootstrap, settings.seed) if settings.bootstrap else None
