@@ -312,3 +312,26 @@ def test_the_registrys_history_is_what_docs_tell():
         assert commit[:7] in history, f"seeds {entry['seeds']}: {commit[:7]} is not in the history"
     reported_twice = [e for e in registry["reports"] if e["seeds"] == [100, 101, 102, 103, 104]]
     assert [e["ran_at"][:7] for e in reported_twice] == ["b242a2c", "245f4cf"]
+
+
+def test_commits_differing_only_in_docs_match_from_any_directory_of_the_checkout(tmp_path):
+    """The workflow compares commits in the registry's directory (docs/): only code outside docs/ counts."""
+    from ewa.analysis.registry import code_differs
+
+    repo = tmp_path / "repo"
+    (repo / "docs").mkdir(parents=True)
+    git(repo, "init", "-q")
+    (repo / "stage.py").write_text("x = 1\n")
+    (repo / "docs" / "registry.yaml").write_text("next: []\n")
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "code")
+    registered = git(repo, "rev-parse", "HEAD")
+    (repo / "docs" / "registry.yaml").write_text("next: [1]\n")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "docs")
+    docs_only = git(repo, "rev-parse", "HEAD")
+    (repo / "stage.py").write_text("x = 2\n")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "code again")
+    changed = git(repo, "rev-parse", "HEAD")
+    for where in (repo, repo / "docs"):
+        assert code_differs(registered, docs_only, where) is None
+        assert code_differs(registered, changed, where) == "1 file(s) outside docs/ differ, e.g. stage.py"

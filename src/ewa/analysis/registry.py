@@ -98,7 +98,7 @@ def code_differs(registered: str, made_at: str, repo: Path) -> str | None:
         return None
     try:
         done = subprocess.run(["git", "--no-optional-locks", "-C", str(repo), "diff", "--name-only", registered,
-                               made_at, "--", ".", f":(exclude){NOT_CODE}"], capture_output=True, text=True, timeout=30)
+                               made_at, "--", ":(top)", f":(top,exclude){NOT_CODE}"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError) as e:
         return f"git could not compare the commits ({e.__class__.__name__})"
     if done.returncode != 0:
