@@ -75,6 +75,17 @@ def test_tle_is_decided_on_cpu_time_so_load_does_not_flip_verdicts(sandbox):
     assert all(0.3 <= r.cpu_time_s < 0.6 for r in under)
 
 
+@pytest.mark.parametrize("limit", [0.97, 0.99, 1.98])
+def test_a_limit_just_under_a_whole_second_still_ends_in_tle(sandbox, limit):
+    """The CPU rlimit counts whole seconds and the compile's CPU: it must never fire before the timer
+    (a calibrated 0.5 s x 1.97 limit made brute forces RE instead of TLE)."""
+    prob = problem("stdin", [("", "ok")], time_limit_s=limit)
+    # a long literal makes the compile cost CPU time, which the rlimit counts and the verdict does not
+    slow_compile = "data = [" + ",".join(map(str, range(60_000))) + "]\nx = 0\nwhile True:\n    x += 1\n"
+    verdicts = [sandbox.judge(prob, slow_compile).verdict for _ in range(2)]
+    assert verdicts == [TLE, TLE]
+
+
 def test_a_looping_program_is_ended_just_past_its_cpu_limit_not_at_the_next_second(sandbox):
     prob = problem("stdin", [("", "ok")], time_limit_s=0.3)
     looping = sandbox.judge(prob, "while True:\n    pass\n")

@@ -356,7 +356,9 @@ def set_limits(job, compiling=False):
     # 1.4 s limit two). The profiling timer ends it just past the limit; the rlimit stays as the backstop
     # for a program that ignores SIGPROF.
     signal.setitimer(signal.ITIMER_PROF, job["cpu"] + CPU_OVERRUN_S)
-    cpu = int(job["cpu"]) + 1  # SIGXCPU just past the limit, SIGKILL a second later
+    # SIGXCPU in the whole second after the timer's end (never before it: a 0.98 s limit's timer ends
+    # past 1 s), SIGKILL a second later
+    cpu = int(job["cpu"] + CPU_OVERRUN_S) + 1
     # A compiling candidate gets the limit twice over (restart_cpu_limits); the hard limit has room for both.
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, 2 * cpu + 2 if compiling else cpu + 1))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -1138,7 +1140,7 @@ def run_job(job, program, extra, scratch):
         "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
         # Ended by the CPU timer set_limits armed. Its clock and the rusage below disagree by up to ~0.1 s,
         # so the rusage alone would call some of these kills a crash under the limit.
-        "cpu_timer": os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGPROF,
+        "cpu_timer": os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGPROF, signal.SIGXCPU),
         "cpu": max(0.0, usage.ru_utime + usage.ru_stime - compile_cpu),  # the program's, not its compile's
         "wall": wall,
         "rss_kb": usage.ru_maxrss,
