@@ -136,7 +136,8 @@ def content(path: Path, runs):
 def compared_files(results: Path) -> set[str]:
     return {str(p.relative_to(results)) for p in results.rglob("*")
             if p.is_file() and not p.name.startswith(".") and p.suffix not in SKIPPED_SUFFIXES
-            and "benchmarks" not in p.relative_to(results).parts}  # seed<N>/benchmarks/: wall times only
+            and "benchmarks" not in p.relative_to(results).parts  # seed<N>/benchmarks/: wall times only
+            and p.relative_to(results).parts[0] != "preflight"}  # the node's check: names its run's checkout
 
 
 @pytest.mark.slow
