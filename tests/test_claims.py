@@ -349,3 +349,20 @@ def test_science_rewrites_only_its_section_of_the_results_page(tmp_path, capsys)
     figures = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
     assert sorted(figures) == ["frontier-mini-reasoning-seeds.png", "frontier-mini-reasoning.png"]
     assert all((page.parent / f).is_file() for f in figures)
+
+
+def test_a_seed_with_no_ensemble_chosen_shows_no_number_in_the_science_tables():
+    from ewa.analysis.claims import CLAIMS
+    from ewa.analysis.science import claims_table, ensembles_table
+    def seed(gain):
+        rows = [{"claim": c.key, "title": c.title, "measure": c.measure, "value": -0.1, "ci_lo": -0.2, "ci_hi": -0.05,
+                 "design_effect": 1.0, "verdict": "reproduced", "allocation": None, "note": ""} for c in CLAIMS]
+        rows[-1].update(value=gain, ci_lo=gain, ci_hi=gain, verdict="untestable (saturated)", allocation="+1.50:2")
+        return pd.DataFrame(rows)
+    claims = [seed(float("nan")), seed(0.04), seed(0.02)]
+    room = {"n_problems": 72, "solved_by_some_alpha": 72, "solved_by_best_single": 70, "best_single_alpha": 1.5}
+    text = "\n".join(claims_table(claims, [1, 2, 3]) + ensembles_table(claims, [room] * 3, [1, 2, 3]))
+    assert "nan" not in text.lower()
+    row = next(line for line in text.splitlines() if line.startswith("| 4b."))
+    assert "| – |" in row and "+0.030 ± 0.014 (over 2 seeds)" in row and "–, +0.040, +0.020" in row
+    assert "| 1 | 72 | 72 | 70 (alpha +1.50) |" in text and "–, untestable (saturated)" in text

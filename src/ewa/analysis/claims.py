@@ -70,7 +70,7 @@ CLAIMS = (
     Claim("corr_below_low", "3c. below 0, fewer correctness failures", "WA+RE+CE share, smallest alpha minus alpha 0", "<0"),
     Claim("opt_beyond_high", "3d. beyond 1, fewer optimization failures", "TLE+MLE share, largest alpha minus alpha 1", "<0"),
     Claim("corr_beyond_high", "3e. beyond 1, more correctness failures", "WA+RE+CE share, largest alpha minus alpha 1", ">0"),
-    Claim("ensemble_uniform", "4a. matched-budget ensemble beats the best single checkpoint", "pass@B, uniform mix of all alphas minus the best single alpha (chosen on the same problems)", ">0"),
+    Claim("ensemble_uniform", "4a. matched-budget ensemble beats the best single checkpoint", "pass@B, the budget spread evenly over the alphas (over evenly spaced alphas when B is below their number) minus the best single alpha (chosen on the same problems)", ">0"),
     Claim("ensemble_selected", "4b. ... with both chosen on other problems", "pass@B on held-out test families, dev-selected allocation minus dev-selected single alpha", ">0"),
 )
 # Which row of ensembles.csv (split, ensemble) each ensemble claim reads.

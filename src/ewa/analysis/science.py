@@ -70,14 +70,31 @@ def seed_notes(notes: list, seeds: list[int]) -> str:
                      f"{', '.join(map(str, which))})" for text, which in by_text.items())
 
 
+def number(value: float) -> str:
+    """A claim's value; "–" where a seed has none (an ensemble claim with no ensemble chosen)."""
+    return "–" if pd.isna(value) else f"{value:+.3f}"
+
+
+def value_ci(row) -> str:
+    return "–" if pd.isna(row["value"]) else f"{row['value']:+.3f} [{row['ci_lo']:+.3f}, {row['ci_hi']:+.3f}]"
+
+
+# The measure each claim's key names, as the code states it now: a run keeps the words of its own day.
+MEASURES = {c.key: c.measure for c in CLAIMS}
+
+
 def claims_table(claims: list[pd.DataFrame], seeds: list[int]) -> list[str]:
     lines = [f"| claim | measure | seed {seeds[0]}: value [95% CI] | design effect (mean over seeds) "
              f"| mean ± sd over {len(seeds)} seeds | per seed | verdict |", "|---|---|---|---|---|---|---|"]
     for i, row in claims[0].iterrows():
-        values = pd.Series([c.loc[i, "value"] for c in claims])
+        values = pd.Series([c.loc[i, "value"] for c in claims], dtype=float)
         verdicts = [c.loc[i, "verdict"] for c in claims]
-        per_seed = ", ".join(f"{v:+.3f}" for v in values)
-        spread = f"{values.mean():+.3f} ± {values.std(ddof=1):.3f}" if len(values) > 1 else "one seed"
+        per_seed = ", ".join(map(number, values))
+        measured = values.dropna()
+        spread = (f"{measured.mean():+.3f} ± {measured.std(ddof=1):.3f}" if len(measured) > 1 else
+                  number(measured.iloc[0]) if len(measured) else "–")
+        if 0 < len(measured) < len(values):
+            spread += f" (over {len(measured)} seeds)"
         # An ensemble claim's note is that seed's headroom: the per-seed table below shows every seed's.
         why = ("headroom and allocation per seed: table below" if row["claim"] in ENSEMBLE_ROWS
                else seed_notes([c.loc[i, "note"] for c in claims], seeds))
@@ -85,8 +102,8 @@ def claims_table(claims: list[pd.DataFrame], seeds: list[int]) -> list[str]:
         effects = pd.Series([c.loc[i, "design_effect"] if "design_effect" in c else float("nan") for c in claims],
                             dtype=float)
         effect = "–" if effects.isna().all() else f"{effects.mean():.2f}"
-        lines.append(f"| {row['title']} | {row['measure']} | {row['value']:+.3f} [{row['ci_lo']:+.3f}, "
-                     f"{row['ci_hi']:+.3f}] | {effect} | {spread} | {per_seed} | {verdict} |")
+        lines.append(f"| {row['title']} | {MEASURES.get(row['claim'], row['measure'])} | {value_ci(row)} | {effect} "
+                     f"| {spread} | {per_seed} | {verdict} |")
     return lines
 
 
@@ -104,7 +121,7 @@ def ensembles_table(claims: list[pd.DataFrame], headrooms: list[dict], seeds: li
         for k in keys:
             r = rows.loc[k]
             cells += [r["allocation"] if isinstance(r["allocation"], str) else "–",
-                      f"{r['value']:+.3f} [{r['ci_lo']:+.3f}, {r['ci_hi']:+.3f}], {r['verdict']}"]
+                      f"{value_ci(r)}, {r['verdict']}"]
         lines.append(f"| {seed} | {room['n_problems']} | {room['solved_by_some_alpha']} | "
                      f"{room['solved_by_best_single']} (alpha {alpha_tag(room['best_single_alpha'])}) | "
                      + " | ".join(cells) + " |")
