@@ -364,5 +364,5 @@ def test_a_seed_with_no_ensemble_chosen_shows_no_number_in_the_science_tables():
     text = "\n".join(claims_table(claims, [1, 2, 3]) + ensembles_table(claims, [room] * 3, [1, 2, 3]))
     assert "nan" not in text.lower()
     row = next(line for line in text.splitlines() if line.startswith("| 4b."))
-    assert "| – |" in row and "+0.030 ± 0.014 (over 2 seeds)" in row and "–, +0.040, +0.020" in row
+    assert "| – |" in row and "+0.030 ± 0.014 (over 2 of 3 seeds)" in row and "–, +0.040, +0.020" in row
     assert "| 1 | 72 | 72 | 70 (alpha +1.50) |" in text and "–, untestable (saturated)" in text

@@ -91,10 +91,10 @@ def claims_table(claims: list[pd.DataFrame], seeds: list[int]) -> list[str]:
         verdicts = [c.loc[i, "verdict"] for c in claims]
         per_seed = ", ".join(map(number, values))
         measured = values.dropna()
-        spread = (f"{measured.mean():+.3f} ± {measured.std(ddof=1):.3f}" if len(measured) > 1 else
-                  number(measured.iloc[0]) if len(measured) else "–")
-        if 0 < len(measured) < len(values):
-            spread += f" (over {len(measured)} seeds)"
+        spread = ("one seed" if len(values) == 1 else "–" if measured.empty else number(measured.iloc[0])
+                  if len(measured) == 1 else f"{measured.mean():+.3f} ± {measured.std(ddof=1):.3f}")
+        if 0 < len(measured) < len(values) > 1:
+            spread += f" (over {len(measured)} of {len(values)} seeds)"
         # An ensemble claim's note is that seed's headroom: the per-seed table below shows every seed's.
         why = ("headroom and allocation per seed: table below" if row["claim"] in ENSEMBLE_ROWS
                else seed_notes([c.loc[i, "note"] for c in claims], seeds))
