@@ -83,6 +83,18 @@ def value_ci(row) -> str:
 MEASURES = {c.key: c.measure for c in CLAIMS}
 
 
+def seed_spread(values: pd.Series) -> str:
+    """Mean ± sd over the seeds that have a value, saying how many when some have none."""
+    if len(values) == 1:
+        return "one seed"
+    measured = values.dropna()
+    if len(measured) < 2:
+        text = number(measured.iloc[0]) if len(measured) else "–"
+    else:
+        text = f"{measured.mean():+.3f} ± {measured.std(ddof=1):.3f}"
+    return text + (f" (over {len(measured)} of {len(values)} seeds)" if 0 < len(measured) < len(values) else "")
+
+
 def claims_table(claims: list[pd.DataFrame], seeds: list[int]) -> list[str]:
     lines = [f"| claim | measure | seed {seeds[0]}: value [95% CI] | design effect (mean over seeds) "
              f"| mean ± sd over {len(seeds)} seeds | per seed | verdict |", "|---|---|---|---|---|---|---|"]
@@ -90,11 +102,7 @@ def claims_table(claims: list[pd.DataFrame], seeds: list[int]) -> list[str]:
         values = pd.Series([c.loc[i, "value"] for c in claims], dtype=float)
         verdicts = [c.loc[i, "verdict"] for c in claims]
         per_seed = ", ".join(map(number, values))
-        measured = values.dropna()
-        spread = ("one seed" if len(values) == 1 else "–" if measured.empty else number(measured.iloc[0])
-                  if len(measured) == 1 else f"{measured.mean():+.3f} ± {measured.std(ddof=1):.3f}")
-        if 0 < len(measured) < len(values) > 1:
-            spread += f" (over {len(measured)} of {len(values)} seeds)"
+        spread = seed_spread(values)
         # An ensemble claim's note is that seed's headroom: the per-seed table below shows every seed's.
         why = ("headroom and allocation per seed: table below" if row["claim"] in ENSEMBLE_ROWS
                else seed_notes([c.loc[i, "note"] for c in claims], seeds))
