@@ -120,6 +120,35 @@ def test_hf_sample_depends_only_on_its_seed(pico):
     assert together[2].text != together[1].text  # another seed samples something else
 
 
+def test_hf_backend_makes_every_tensor_on_the_models_device(pico):
+    """On a GPU the decode loop once indexed the sampler's CPU uniforms with the model's CUDA rows and stopped
+    at its first token. Without a GPU, the same class of bug shows when torch's default device is one no
+    computation can run on (meta): a tensor the loop makes without naming the model's device lands there and
+    the first operation mixing it with the model's tensors fails. With every tensor on the model's device, the
+    completions are those of a normal run, stop strings, rows ending early and padding included."""
+    import torch
+
+    from ewa.sample.backends.hf import SeededSampler
+
+    tok = load_tokenizer(pico)
+    backend = make_backend("hf", pico, tok, config(batch_size=8), device="cpu")
+    assert backend.info["device"] == "cpu"
+    prompts = [render(tok, [{"role": "user", "content": text}]) for text in
+               ("print the sum", "echo", "Read two integers and print their sum. " * 2)] * 2
+    expected = backend.generate(prompts, list(range(6)), 30, 1.0, 0.95, stop=("```",))
+    torch.set_default_device("meta")
+    try:
+        elsewhere = backend.generate(prompts, list(range(6)), 30, 1.0, 0.95, stop=("```",))
+    finally:
+        torch.set_default_device(None)
+    assert elsewhere == expected
+    assert len({c.token_count for c in expected}) > 1  # rows left the batch at different steps
+    # the sampler's uniforms live where it is told, and are the same numbers wherever they live
+    assert SeededSampler([3], 1.0, 0.95, 4, device="meta").uniforms.device.type == "meta"
+    assert torch.equal(SeededSampler([3], 1.0, 0.95, 4).uniforms,
+                       torch.rand(4, generator=torch.Generator().manual_seed(3), dtype=torch.float64)[None])
+
+
 def test_hf_decode_loop_draws_what_transformers_generate_draws(pico):
     """The backend's own loop (finished rows leave the batch) against `generate` with the same sampler
     as a logits processor: left-padded prompts of different lengths, rows ending at different steps."""

@@ -62,5 +62,6 @@ def resolve_backend(name: str) -> str:
     return "vllm" if torch.cuda.is_available() and vllm_available() else "hf"
 
 
-def make_backend(name: str, model_dir: str, tokenizer, settings) -> Backend:
-    return backend_class(resolve_backend(name))(model_dir, tokenizer, settings)
+def make_backend(name: str, model_dir: str, tokenizer, settings, **options) -> Backend:
+    """`options` go to the backend's constructor (the hf backend takes `device`)."""
+    return backend_class(resolve_backend(name))(model_dir, tokenizer, settings, **options)

@@ -37,11 +37,14 @@ HEAD = 64  # tokens ranked per row and step when its nucleus fits in them (Seede
 class SeededSampler(LogitsProcessor):
     """Temperature + top-p sampling where row i draws its t-th uniform from generator(seed_i)."""
 
-    def __init__(self, seeds: Sequence[int], temperature: float, top_p: float, steps: int):
+    def __init__(self, seeds: Sequence[int], temperature: float, top_p: float, steps: int,
+                 device: str | torch.device = "cpu"):
         self.temperature, self.top_p = temperature, top_p
-        # All uniforms up front: one draw per row and step, whatever the other rows do.
-        self.uniforms = torch.stack([torch.rand(steps, generator=torch.Generator().manual_seed(s), dtype=torch.float64)
-                                     for s in seeds])
+        # All uniforms up front: one draw per row and step, whatever the other rows do. They are drawn on
+        # the host (a CPU generator gives the same stream on every machine) and live where the model does,
+        # since the decode loop indexes them with its rows.
+        self.uniforms = torch.stack([torch.rand(steps, generator=torch.Generator(device="cpu").manual_seed(s),
+                                                dtype=torch.float64, device="cpu") for s in seeds]).to(device)
         self.step = 0
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
@@ -151,10 +154,11 @@ def roomy_cache(config, room: int) -> DynamicCache:
 class HFBackend(Backend):
     name = "hf"
 
-    def __init__(self, model_dir: str, tokenizer, settings):
+    def __init__(self, model_dir: str, tokenizer, settings, device: str | None = None):
+        """`device`: where the model runs (default: CUDA when present, else the CPU)."""
         self.tokenizer, self.batch_size = tokenizer, settings.batch_size
-        self.device = "cuda" if torch.cuda.is_available() else "cpu"
-        dtype = "auto" if self.device == "cuda" else torch.float32
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        dtype = "auto" if self.device.type == "cuda" else torch.float32
         # transformers fills a missing tensor at random and carries on: refuse before and check after
         check_loadable(model_dir, "--model")
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)
@@ -162,7 +166,7 @@ class HFBackend(Backend):
         self.model = model.to(self.device).eval()
         self.eos_ids = stop_token_ids(tokenizer, self.model.generation_config.eos_token_id)
         self.context_length = getattr(self.model.config, "max_position_embeddings", None) or tokenizer.model_max_length
-        self.info = {"device": self.device, "dtype": str(self.model.dtype), "torch_threads": torch.get_num_threads(),
+        self.info = {"device": str(self.device), "dtype": str(self.model.dtype), "torch_threads": torch.get_num_threads(),
                      "batch_size": self.batch_size}
 
     @torch.inference_mode()
@@ -182,8 +186,13 @@ class HFBackend(Backend):
         return out
 
     def _pad(self, ids: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
-        enc = self.tokenizer.pad({"input_ids": ids}, padding=True, padding_side="left", return_tensors="pt")
-        return enc["input_ids"].to(self.device), enc["attention_mask"].to(self.device)
+        """Left-padded token ids and their attention mask, made on the model's device."""
+        width = max(map(len, ids), default=0)
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_ids[0]
+        tokens = [[pad] * (width - len(row)) + row for row in ids]
+        mask = [[0] * (width - len(row)) + [1] * len(row) for row in ids]
+        return (torch.tensor(tokens, dtype=torch.long, device=self.device),
+                torch.tensor(mask, dtype=torch.long, device=self.device))
 
     def _forward(self, tokens, mask, cache) -> torch.Tensor:
         """The next-token logits of each row after `tokens` (the cache holds what came before)."""
@@ -204,7 +213,7 @@ class HFBackend(Backend):
         return self._forward(rest, mask, cache), mask
 
     def _generate_batch(self, prompt_ids, seeds, budgets, temperature, top_p, stop):
-        sampler = SeededSampler(seeds, temperature, top_p, max(budgets))
+        sampler = SeededSampler(seeds, temperature, top_p, max(budgets), device=self.device)
         eos = torch.tensor(self.eos_ids, device=self.device)
         budget = torch.tensor(budgets, device=self.device)
         rows = torch.arange(len(prompt_ids), device=self.device)  # the batch rows still generating
