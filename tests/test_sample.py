@@ -451,6 +451,47 @@ def test_agentic_feedback_uses_public_tests_only(pico, sandbox):
         assert not any(marker in text for text in seen), marker
 
 
+def test_agentic_feedback_is_in_each_formats_own_terms(pico, sandbox):
+    """stdin: input, expected and actual output; a LiveCodeBench call-based problem and a HumanEval problem
+    (through its loader): the failing assert and the value the program's call returned, from the sandbox."""
+    from ewa.data.humaneval import convert
+
+    prompt = 'def add(a, b):\n    """Return a + b.\n    >>> add(1, 2)\n    3\n    """\n'
+    humaneval = convert({"task_id": "HumanEval/T", "prompt": prompt, "entry_point": "add",
+                         "test": "def check(candidate):\n    assert candidate(2, 2) == 4\n"}, "")
+    top = Problem("top", "livecodebench/leetcode", "easy", "Return the k largest.", "functional",
+                  (make_test("[5, 1, 4]\n2", "[5, 4]", public=True), make_test("[1]\n1", "[1]")), func_name="top")
+    cases = [(problems()[0], "print(input())", "Input:\n1 2\n\nExpected output:\n3\n\nYour output:\n1 2\n\n"),
+             (top, "def top(nums, k):\n    return sorted(nums)[:k]",
+              "Failed: assert top([5, 1, 4], 2) == [5, 4]\ntop([5, 1, 4], 2) returned [1, 4]\n\n"),
+             (humaneval, "def add(a, b):\n    return a - b",
+              "Failed: assert add(1, 2) == 3\nadd(1, 2) returned -1\n\n")]
+    for problem, code, shown in cases:
+        cfg = config(n=1, assistant_prefix=f"```python\n{code}\n```\n", agentic={"max_turns": 2})
+        (sample,) = run_setting("agentic", cfg, pico, [problem], make_backend("hf", pico, load_tokenizer(pico), cfg),
+                                sandbox)
+        notes = [m["content"] for m in sample.messages if m["role"] == "user"][1:]
+        assert len(notes) == 1 and "On public test 1 it gave a wrong answer.\n\n" + shown in notes[0], notes
+        assert ("Input:" in notes[0]) == (problem.testtype == "stdin")
+        assert "candidate(2, 2)" not in sample.completion and "add(2, 2)" not in sample.completion  # hidden
+
+
+def test_a_tools_run_of_a_function_call_problem_shows_what_a_failed_assert_called(pico, sandbox):
+    """For a function-call problem a failed assert in the model's own test says what its call returned; a
+    stdin problem's tool output is as it always was."""
+    code = "def sq(x):\n    return x + x\n\nassert sq(3) == 9\n"
+    cfg = config(n=1, assistant_prefix=tool_call(code), tools={"max_tool_calls": 1}, max_new_tokens=1)
+    outputs = {}
+    for problem in (problems()[2], problems()[0]):  # sq (functional), add (stdin)
+        (sample,) = run_setting("tools", cfg, pico, [problem], make_backend("hf", pico, load_tokenizer(pico), cfg),
+                                sandbox)
+        assert sample.tool_outcomes == ["RE"]
+        outputs[problem.testtype] = [m["content"] for m in sample.messages if m["role"] == "tool"][0]
+    assert "assert sq(3) == 9" in outputs["functional"] and "assert sq(3) == 9" in outputs["stdin"]
+    assert outputs["functional"].endswith("\nAssertionError\nsq(3) returned 6")
+    assert outputs["stdin"].endswith("\nAssertionError")
+
+
 def test_resume_keeps_finished_problems_and_continues(pico, tmp_path):
     cfg, probs = config(), problems()
     reference = read(sample_file(probs, "reasoning", cfg, pico, tmp_path / "ref.jsonl", progress=False))

@@ -111,14 +111,36 @@ def feedback(problem, result) -> str | None:
     # a program that does not compile has one result for the whole suite: count passes, not failures
     passed = sum(r.verdict == AC and r.index in public for r in result.tests)
     lines = [f"Your program passed {passed} of {len(public)} public tests. "
-             f"On public test {public.index(t.index) + 1} it {what}.",
-             f"Input:\n{clip(test.input)}", f"Expected output:\n{clip(test.output)}"]
-    if t.verdict == WA or t.got:
-        lines.append(f"Your output:\n{clip(t.got) or '(nothing)'}")
-    if t.error.strip() and t.verdict not in (WA, TLE):  # a timed-out program's stderr: see tool_output
+             f"On public test {public.index(t.index) + 1} it {what}."]
+    if problem.testtype == "stdin":
+        lines += [f"Input:\n{clip(test.input)}", f"Expected output:\n{clip(test.output)}"]
+        if t.verdict == WA or t.got:
+            lines.append(f"Your output:\n{clip(t.got) or '(nothing)'}")
+        shown = False
+    else:
+        failed, shown = call_failure(t.failure)
+        lines += [failed] if failed else []
+    # a timed-out program's stderr: see tool_output; a one-line exception already shown by its call: once
+    if t.error.strip() and t.verdict not in (WA, TLE) and not (shown and len(t.error.strip().splitlines()) == 1):
         lines.append("Error (last lines):\n" + clip("\n".join(t.error.strip().splitlines()[-5:])))
     lines.append("Fix the program and answer with the complete corrected program in one ```python block.")
     return "\n\n".join(lines)
+
+
+def call_failure(failure: dict | None) -> tuple[str, bool]:
+    """A function-call test's failure as a unit test's (ewa.sandbox.failures): the failing assert, then
+    what each of its calls returned or raised; and whether an exception is among them."""
+    if not failure:
+        return "", False
+    lines = [f"Failed: {clip(failure['test'])}"]
+    for c in failure["calls"]:
+        if "returned" in c:
+            lines.append(f"{clip(c['call'])} returned {c['returned']}")
+        elif "raised" in c:
+            lines.append(f"{clip(c['call'])} raised {clip(c['raised'])}")
+        else:
+            lines.append(f"{clip(c['call'])} did not return: {clip(c['failed'])}")
+    return "\n".join(lines), any("raised" in c for c in failure["calls"])
 
 
 def code_answer(code: str, kind: str | None = None) -> str:

@@ -140,12 +140,14 @@ class Sandbox:
         return self._submit(problem, code, tests, early_stop, test_tiers)
 
     def run_code(self, code: str, stdin: str = "", time_limit_s: float = 2.0, memory_limit_mb: float = 256,
-                 scaled: bool = True) -> RunResult:
-        """Run code as a program on `stdin` (a tool call); the time limit is scaled by the factor."""
+                 scaled: bool = True, note_asserts: bool = False) -> RunResult:
+        """Run code as a program on `stdin` (a tool call); the time limit is scaled by the factor.
+        `note_asserts`: a failed assert also reports what its calls returned (a function-call problem's
+        tool run, ewa.sandbox.judge.run_free)."""
         if self.closed:
             raise RuntimeError("this Sandbox is closed")
         limits = self.limits(time_limit_s, memory_limit_mb, scaled)
-        return self.pool.submit(lambda w: run_free(w, code, stdin, limits)).result()
+        return self.pool.submit(lambda w: run_free(w, code, stdin, limits, note_asserts)).result()
 
     def info(self) -> dict:
         """What every result records about how it was judged."""

@@ -573,7 +573,7 @@ def program_key(job):
     """What the compiled program depends on (stdin programs are rewritten by the lcb harness), and the
     limits it was compiled under."""
     return (job["code"], job.get("harness", "plain"), job.get("prelude", ""), job["mode"] == "stdin",
-            job["cpu"], job.get("mem"))
+            job.get("note_asserts"), job["cpu"], job.get("mem"))
 
 
 HELD_PROGRAM_BYTES = 1 << 16  # a compiled program up to this size is loaded into the zygote
@@ -591,7 +591,8 @@ def compile_here(job, program_fd, report_fd):
         with warnings.catch_warnings():  # feedback for the test, not the compiler's SyntaxWarnings
             warnings.simplefilter("ignore")
             source = prepare(job)
-            code = compile(source, "<solution>", "exec", dont_inherit=True)
+            code = compile(noting_asserts(source) if job.get("note_asserts") else source, "<solution>", "exec",
+                           dont_inherit=True)
         write_all(program_fd, marshal.dumps((source, code)))
     except MemoryError:
         try:  # CPython's parser raises MemoryError for source nested too deeply too, far below any limit
@@ -666,6 +667,59 @@ def compile_failure(report, stderr, status, usage, timeout, job):
     how = f"killed by signal {sig}" if sig is not None else f"exit status {os.WEXITSTATUS(status)}"
     return {**reply, "ce": f"the program's candidate ended before compiling it ({how})\n"
             + stderr[-2000:].decode("utf-8", "replace")}
+
+
+# ---- a tool run's own asserts: what their calls returned (run_free, function-call problems) ----------
+# A program the model runs to test its function often checks it with asserts. Where the request asks
+# (`note_asserts`), every call inside an assert statement is compiled as __ewa_note__(key, call): the call
+# runs as written and its value is kept, so a failed assert can say what its calls returned, as a unit
+# test's report does. The key carries the assert's lines and the call's text, so a program the zygote
+# holds compiled needs nothing else.
+ASSERT_NOTES = {}  # key -> the value the call last returned
+NOTED_CALLS_SHOWN = 4
+
+
+def noting_asserts(source):
+    import ast
+
+    class Noting(ast.NodeTransformer):
+        def visit_Assert(self, node):
+            span = (node.lineno, node.end_lineno or node.lineno)
+
+            class Calls(ast.NodeTransformer):
+                def visit_Call(self, call):
+                    key = ast.Constant(span + (ast.unparse(call)[:REPR_CHARS],))  # as written, before its calls are
+                    self.generic_visit(call)
+                    return ast.copy_location(ast.Call(ast.Name("__ewa_note__", ast.Load()), [key, call], []), call)
+
+            node.test = Calls().visit(node.test)
+            return node
+
+    return ast.fix_missing_locations(Noting().visit(ast.parse(source)))
+
+
+def note_call(key, value):
+    ASSERT_NOTES[key] = value
+    return value
+
+
+def assert_notes(e):
+    """Lines saying what the calls of the failed assert returned (the innermost frame of the program)."""
+    line, tb = None, e.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == "<solution>":
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    shown = [f"{text} returned {short_repr(value, other=type_name)}" for (first, last, text), value
+             in ASSERT_NOTES.items() if line is not None and first <= line <= last]
+    return shown[-NOTED_CALLS_SHOWN:]
+
+
+def type_name(value):
+    try:
+        return f"<{type.__dict__['__name__'].__get__(type(value))} object>"
+    except BaseException:
+        return "<object>"
 
 
 # ---- the candidate (a forked child of the zygote; never returns) -------------------------------
@@ -954,6 +1008,8 @@ def candidate_main(job, program, report_w, stdin_fd, out_w, err_w, extra, flag_w
             ns, before = humaneval_namespace(job)
         else:
             ns = {"__name__": "__main__" if mode == "stdin" else "solution", "__builtins__": builtins}
+        if job.get("note_asserts"):
+            builtins.__ewa_note__ = note_call
         exec(code, ns)
         if lcb and mode == "stdin":
             if "wrapped_function" not in ns:
@@ -1001,6 +1057,9 @@ def candidate_main(job, program, report_w, stdin_fd, out_w, err_w, extra, flag_w
         else:
             try:  # from the model's own frames on: the runner's frame is noise in feedback
                 traceback.print_exception(type(e), e, e.__traceback__.tb_next, file=errors)
+                if isinstance(e, AssertionError) and job.get("note_asserts"):
+                    for line in assert_notes(e):
+                        print(line, file=errors)
             except BaseException:
                 os.write(2, b"\nerror while printing the traceback\n")
     finally:
@@ -1227,6 +1286,8 @@ def exchange(payload, req_w, resp_r, cap, ref=None):
 def make_proxy(name, req_w, resp_r, cap):
     def proxy(*args, **kwargs):
         payload = {"name": name, "args": encode(list(args)), "kwargs": {k: encode(v) for k, v in kwargs.items()}}
+        if EXPLAIN.get("name") == name:
+            return logged_call(lambda: exchange(payload, req_w, resp_r, cap), args, kwargs)
         return exchange(payload, req_w, resp_r, cap)
     proxy.__name__ = proxy.__qualname__ = name
     return proxy
@@ -1257,19 +1318,147 @@ def run_check(req, req_w, resp_r):
     check = ns.get("check")
     if not callable(check):
         return {"outcome": "error", "error": "test code defines no check(candidate)"}
+    if req.get("explain"):
+        EXPLAIN["name"] = req["func"]
     return check_outcome(check, ns[req["func"]])
 
 
 def check_outcome(check, candidate):
     """What calling check(candidate) came to: pass, a failed assertion, an error of the test code's own, or
-    the candidate's failure."""
+    the candidate's failure; where the test is explained, a failure also says where (`failure`)."""
     try:
         check(candidate)
     except BaseException as e:
-        return candidate_outcome(e) or {
+        report = candidate_outcome(e) or {
             "outcome": "assertion" if isinstance(e, AssertionError) else "error",
             "error": "".join(traceback.format_exception_only(type(e), e))[-2000:]}
+        if EXPLAIN:
+            report["failure"] = failure_detail(e)
+        return report
     return {"outcome": "pass"}
+
+
+# ---- what a failed check came to (public tests, for feedback) ------------------------------------------
+# While an explained test's check runs, every call of the candidate is logged as it happens: the line of
+# the test code that made it, its arguments, and what it returned or raised. A failure is explained from
+# that log and the traceback; nothing runs again, and the check runs as it would unexplained.
+EXPLAIN = {}  # "name" (run_check) or "handle" (humaneval_check): the candidate whose calls are logged
+CALL_LOG = []  # (line in the test code, args, kwargs, "returned" or "raised", the value or the error's text)
+KEPT_CALLS = 8
+REPR_CHARS = 300
+
+
+def test_line():
+    """The line of the test code (compiled as "<test>") that is running now."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename != "<test>":
+        frame = frame.f_back
+    return frame.f_lineno if frame is not None else None
+
+
+def logged_call(call, args, kwargs):
+    """call(), the candidate's call with `args` and `kwargs`, logged in CALL_LOG with its outcome."""
+    line = test_line()
+    try:
+        value = call()
+    except BaseException as e:
+        log_call((line, args, kwargs, "raised", error_text(e)))
+        raise
+    log_call((line, args, kwargs, "returned", value))
+    return value
+
+
+def log_call(entry):
+    CALL_LOG.append(entry)
+    del CALL_LOG[:-KEPT_CALLS]
+
+
+def error_text(e):
+    """`Type: message` of what a call of the candidate raised (in the candidate, or here)."""
+    if isinstance(e, CandidateFailure):
+        name, msg = e.exc, e.msg
+    else:
+        name, msg = getattr(e, "ewa_candidate", None) or type(e).__name__, str(e)
+    return f"{name}: {msg}" if msg else name
+
+
+def failure_detail(e):
+    """The test code's line where the check failed, and the candidate's last calls as the checker saw them
+    (values written out here, by a trusted repr: they are plain values or handles, never run)."""
+    try:
+        line, tb = None, e.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename == "<test>":
+                line = tb.tb_lineno
+            tb = tb.tb_next
+        calls = [{"line": at, "args": [short_repr(a) for a in args],
+                  "kwargs": [[k, short_repr(v)] for k, v in kwargs.items()],
+                  how: short_repr(value) if how == "returned" else value[:REPR_CHARS]}
+                 for at, args, kwargs, how, value in CALL_LOG]
+        return {"line": line, "calls": calls}
+    except BaseException:
+        return None
+
+
+class _Full(Exception):
+    pass
+
+
+def short_repr(value, limit=REPR_CHARS, other=lambda v: "<object>"):
+    """repr() of a value made of builtins (and Decimal, Fraction, deque, Opaque), cut at `limit` characters
+    at a cost that does not grow with the value; any other value (an object held by the other process, one
+    of the program's own classes) is other(value), never its own repr."""
+    out, size = [], [0]
+
+    def put(text):
+        out.append(text)
+        size[0] += len(text)
+        if size[0] > limit:
+            raise _Full
+
+    def items(values, opening, closing, pair=False):
+        put(opening)
+        for i, v in enumerate(values):
+            if i:
+                put(", ")
+            if pair:
+                walk(v[0])
+                put(": ")
+                walk(v[1])
+            else:
+                walk(v)
+        put(closing)
+
+    def walk(v):
+        t = type(v)
+        if t is list:
+            items(v, "[", "]")
+        elif t is tuple:
+            items(v, "(", ",)" if len(v) == 1 else ")")
+        elif t is set or t is frozenset:
+            if not v:
+                put(f"{t.__name__}()")
+            else:
+                items(v, "{" if t is set else "frozenset({", "}" if t is set else "})")
+        elif t is dict:
+            items(v.items(), "{", "}", pair=True)
+        elif t.__name__ == "deque" and t.__module__ == "collections":
+            items(v, "deque([", "])")
+        elif t is int and v.bit_length() > 1000:
+            put(f"<an int of {v.bit_length()} bits>")
+        elif t in (str, bytes):
+            put(repr(v[:limit + 1]))
+        elif t in (type(None), bool, int, float, complex, Opaque) or t.__module__ in ("decimal", "fractions"):
+            put(repr(v))
+        else:  # a handle (Remote), a value only the test code holds, an object of the program's class
+            put(other(v))
+
+    try:
+        walk(value)
+    except _Full:
+        pass
+    text = "".join(out)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def candidate_outcome(e):
@@ -1314,6 +1503,8 @@ class Remote:
         return ask("getattr", self, name)
 
     def __call__(self, *args, **kwargs):
+        if EXPLAIN.get("handle") == object.__getattribute__(self, "_ewa_handle"):
+            return logged_call(lambda: ask("call", self, *args, **kwargs), args, kwargs)
         return ask("call", self, *args, **kwargs)
 
 
@@ -1369,7 +1560,10 @@ def humaneval_check(req, req_w, resp_r):
     check = ns.get("check")
     if not callable(check):
         return {"outcome": "error", "error": "test code defines no check(candidate)"}
-    return check_outcome(check, names["found"][req["func"]])
+    candidate = names["found"][req["func"]]
+    if req.get("explain") and type(candidate) is Remote:
+        EXPLAIN["handle"] = object.__getattribute__(candidate, "_ewa_handle")
+    return check_outcome(check, candidate)
 
 
 def checker_main(req, req_w, resp_r, rep_w):
@@ -1390,7 +1584,7 @@ def checker_main(req, req_w, resp_r, rep_w):
 
 # ---- the router ---------------------------------------------------------------------------------
 CANDIDATE_KEYS = ("mode", "code", "input", "func", "cpu", "wall", "mem", "nproc", "fsize", "out_cap", "harness",
-                  "prelude", "starter")
+                  "prelude", "starter", "note_asserts")
 
 
 def send_job(sock, job, fds=()):

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from ewa.problems import Problem
 from ewa.sandbox.checkers import OutputRule, expected_value, output_rule
+from ewa.sandbox.failures import explain
 from ewa.sandbox.forkserver import GRACE_S, decode
 from ewa.sandbox.pool import Worker, WorkerDied, WorkerTimeout
 from ewa.sandbox.results import RunResult, SampleResult, TestResult
@@ -165,8 +166,11 @@ def judge_sample(worker: Worker, problem: Problem, code: str | None, tests: list
                    "func": problem.func_name, **limits.request(), **sem.request()}
         if problem.testtype == "testcode":
             request["starter"] = problem.starter_code  # plain: the checker's trusted helpers; humaneval: the prompt
+            request["explain"] = problem.tests[i].public  # log the candidate's calls, for feedback
         reply = call(worker, request, limits)
         r = test_verdict(problem, i, reply, limits, rule, sem)
+        if problem.tests[i].public and r.verdict != AC:
+            r.failure = explain(problem, i, reply, code, r.verdict)
         if test_tiers is not None:
             r.tier = test_tiers[i]
         results.append(r)
@@ -194,11 +198,15 @@ def summarize(results: list[TestResult], total: int, judge: str = "", rule: Outp
     )
 
 
-def run_free(worker: Worker, code: str, stdin: str, limits: Limits) -> RunResult:
-    """A tool call: run code on stdin and report what happened, with no expected output."""
+def run_free(worker: Worker, code: str, stdin: str, limits: Limits, note_asserts: bool = False) -> RunResult:
+    """A tool call: run code on stdin and report what happened, with no expected output. `note_asserts`:
+    a failed assert of the program also says what its calls returned (stderr's last lines)."""
     if refused := source_problem(code, limits):
         return RunResult(RE, "", refused, None, 0.0, 0.0)
-    reply = call(worker, {"mode": "stdin", "code": code, "input": stdin, **limits.request()}, limits)
+    request = {"mode": "stdin", "code": code, "input": stdin, **limits.request()}
+    if note_asserts:
+        request["note_asserts"] = True
+    reply = call(worker, request, limits)
     cand = reply.get("cand")
     if cand is None:
         status = TLE if reply.get("stuck") else RE

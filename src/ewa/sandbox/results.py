@@ -18,6 +18,9 @@ class TestResult:
     # Ended by the wall-clock backstop (or the host gave up on a stuck worker), not by the CPU-time limit:
     # the one way machine load can decide a verdict, so it is counted apart.
     wall_backstop: bool = False
+    # A failed public test of a function-call problem in its own terms (ewa.sandbox.failures.explain): the
+    # failing assert and what the call returned or raised. Feedback only; None for stdin problems.
+    failure: dict | None = None
 
 
 @dataclass

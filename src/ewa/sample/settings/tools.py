@@ -103,9 +103,11 @@ class Tools(Setting):
             elif problem:
                 outcome, text = "invalid", problem
             else:
+                # a function-call problem's program is tested with asserts: a failed one says what its calls returned
                 result = self.sandbox.run_code(call.arguments["code"], stdin=call.arguments.get("stdin", ""),
                                                time_limit_s=self.config.tools.time_limit_s,
-                                               memory_limit_mb=s.problem.memory_limit_mb)
+                                               memory_limit_mb=s.problem.memory_limit_mb,
+                                               note_asserts=s.problem.testtype != "stdin")
                 outcome, text = result.status, tool_output(result, self.config.tools.time_limit_s)
                 s.extra["last_run"] = (s.turns, call.arguments["code"])  # whatever its outcome: it ran
             s.tool_outcomes.append(outcome)
