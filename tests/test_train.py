@@ -116,6 +116,18 @@ def test_grpo_run_writes_model_and_verdict_metrics(pico_init, problems_file, tmp
     assert not (out.parent / ".high.work").exists()  # checkpoints dropped once the final model is written
 
 
+def test_a_bf16_run_trains_and_saves_fp32_master_weights(pico_init, problems_file, tmp_path):
+    """`grpo.bf16: true` in one plain process (the one-GPU path): bf16 compute, fp32 weights, and the model
+    saved is the fp32 master copy, so the task vector a merge extrapolates is not rounded to bf16."""
+    from ewa.checkpoint import read_checkpoint
+    from ewa.train.outcome import first_difference
+
+    out = tmp_path / "high"
+    assert main(train_argv(pico_init, problems_file, out, regime="low", settings={**GRPO, "bf16": True})) == 0
+    assert {dtype for dtype, _ in read_checkpoint(out).specs.values()} == {"F32"}
+    assert first_difference(pico_init, out) is not None
+
+
 def test_killed_run_resumes_from_its_last_checkpoint(pico_init, problems_file, tmp_path):
     out = tmp_path / "checkpoints" / "high"
     work = tmp_path / "checkpoints" / ".high.work"
@@ -144,6 +156,8 @@ def test_killed_run_resumes_from_its_last_checkpoint(pico_init, problems_file, t
      "selects no tests"),
     ({"settings": {**GRPO, "lr": 1}}, "unknown key 'grpo.lr'"),
     ({"settings": {**GRPO, "num_generations": 1}}, "grpo.num_generations"),
+    ({"settings": {**GRPO, "bf16": True, "trl": {"model_init_kwargs": {"dtype": "bfloat16"}}}},
+     "grpo.trl.model_init_kwargs: dtype bfloat16 would keep the trained weights and AdamW's moments in 16 bits"),
     ({"init": "missing"}, "--init"),
     ({"init": "no-config"}, "config.json is missing"),
 ])

@@ -74,11 +74,12 @@ def with_families(config: dict, text: str) -> dict:
     return validate(merged)
 
 
-def build_plan(args: argparse.Namespace) -> dict:
+def plan_inputs(args: argparse.Namespace):
+    """What every rule's plan reads: the validated config, the architecture, the profile and the workload."""
     from ewa.config import load
     from ewa.families import count_models
-    from ewa.plan import memory, speed, workload
-    from ewa.plan.estimate import Inputs, disk, plan_rules
+    from ewa.plan import workload
+    from ewa.plan.estimate import Inputs
     from ewa.plan.model import architecture
     from ewa.plan.profile import load_profile
 
@@ -95,14 +96,22 @@ def build_plan(args: argparse.Namespace) -> dict:
     benchmarks = [workload.benchmark(name, entry, config["seed"], given)
                   for name, entry in config["benchmarks"].items()]
     train = workload.benchmark("train_data", config["train_data"], config["seed"], {})
-    inputs = Inputs(config, arch, profile, args.prompt_tokens, benchmarks, train.tests,
-                    args.alphas_at_once or count_models(config).merges, args.max_memory_share)
+    return Inputs(config, arch, profile, args.prompt_tokens, benchmarks, train.tests,
+                  args.alphas_at_once or count_models(config).merges, args.max_memory_share)
+
+
+def build_plan(args: argparse.Namespace) -> dict:
+    from ewa.plan import memory, speed, workload
+    from ewa.plan.estimate import disk, plan_rules
+
+    inputs = plan_inputs(args)
+    arch, profile, benchmarks = inputs.arch, inputs.profile, inputs.benchmarks
     rules = plan_rules(inputs)
     refusal = next((r.refusal for r in rules.values() if r.refusal), None)
     return {
         "configfile": str(args.configfile), "profile": profile.path, "model": arch.summary(),
         "rules": {name: vars(r) for name, r in rules.items()}, "disk": disk(inputs, rules),
-        "benchmarks": [vars(b) for b in benchmarks], "train_tests_per_problem": train.tests,
+        "benchmarks": [vars(b) for b in benchmarks], "train_tests_per_problem": inputs.train_tests,
         "assumptions": {**workload.constants(), "prompt_tokens": args.prompt_tokens, **memory.constants(),
                         **speed.constants()},
         "max_memory_share": args.max_memory_share, "fits": refusal is None, "refusal": refusal,

@@ -97,6 +97,7 @@ def build(raw: dict, where: str) -> Architecture:
         config = AutoConfig.for_model(model_type, **fields)
         with init_empty_weights():  # parameters on the meta device: shapes, no storage
             net = AutoModelForCausalLM.from_config(config)
+        net.tie_weights()  # built on the meta device the LM head stays a second matrix; loading ties it
     except (ValueError, KeyError, TypeError) as e:
         raise UserError(f"{where}: not a causal LM transformers can build ({e})") from None
     missing = [k for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
@@ -106,7 +107,7 @@ def build(raw: dict, where: str) -> Architecture:
     heads = config.num_attention_heads
     return Architecture(
         source=where, model_type=model_type,
-        parameters=sum(p.numel() for p in net.parameters()),  # tied embeddings are one parameter
+        parameters=sum(p.numel() for p in net.parameters()),  # tied embeddings are one parameter (once tied)
         hidden=config.hidden_size, intermediate=config.intermediate_size, layers=config.num_hidden_layers,
         heads=heads, kv_heads=getattr(config, "num_key_value_heads", None) or heads,
         head_dim=getattr(config, "head_dim", None) or config.hidden_size // heads,

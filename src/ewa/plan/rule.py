@@ -52,8 +52,13 @@ def gb(x: float) -> float:
 
 
 def weight_width(config: dict) -> int:
-    """Bytes per parameter of trained checkpoints and their merges: GRPO in bf16 saves bf16, else fp32."""
-    return BF16 if config["grpo"]["bf16"] else 4
+    """Bytes per parameter of trained checkpoints and their merges: what the trainer saves. DeepSpeed in bf16
+    saves its bf16 copy (zero3_save_16bit_model); every other path saves the fp32 weights it updated."""
+    from ewa.plan.memory import read_sharding
+
+    s = config["grpo"]
+    deepspeed = bool(s["accelerate_config"]) and read_sharding(s["accelerate_config"]).engine == "deepspeed"
+    return BF16 if s["bf16"] and deepspeed else 4
 
 
 def check_heads(arch: Architecture, tensor_parallel: int, key: str) -> None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 
 from ewa.errors import UserError
 from ewa.plan import memory, speed, workload
-from ewa.plan.memory import CUDA_RUNTIME_GB, GB
+from ewa.plan.memory import CUDA_RUNTIME_GB, GB, ONE_PROCESS_CUDA_RUNTIME_GB
 from ewa.plan.model import BF16
 from ewa.plan.rule import (Inputs, RulePlan, attempts_note, check_heads, gb, memory_refusal, vllm_refusal,
                            weight_width)
@@ -18,7 +18,7 @@ from ewa.plan.rule import (Inputs, RulePlan, attempts_note, check_heads, gb, mem
 # context do not depend on the config.
 TRAIN_ADVICE = {
     "activations": "lower grpo.per_device_train_batch_size or grpo.max_completion_length",
-    "log-prob head": None, "ZeRO-3 gather": None, "CUDA": None,
+    "log-prob head": None, "ZeRO-3 gather": None, "CUDA": None, "autocast copies": None,
     "optimizer": "offload it (grpo.accelerate_config: zero3_offload) or add GPUs",
     "weights": "shard them (zero3/fsdp) or add GPUs", "gradients": "shard them (zero3/fsdp) or add GPUs",
     "reference": "shard it (zero3/fsdp) or set grpo.beta: 0",
@@ -59,7 +59,7 @@ def step_layout(i: Inputs) -> Step:
 
     s, res = i.config["grpo"], i.profile.of("train")
     processes = res.gpus if (res.gpus and s["accelerate_config"]) else 1  # no config: one plain process
-    sharding = memory.read_sharding(s["accelerate_config"]) if res.gpus else memory.Sharding("none", 0, False, False)
+    sharding = memory.read_sharding(s["accelerate_config"]) if res.gpus else memory.NO_SHARDING
     micro, accumulation = batch_shape(s, processes)
     tp = s["vllm_tensor_parallel_size"]
     share = s["vllm_gpu_memory_utilization"] * res.gpu_mem_gb * GB if (s["use_vllm"] and res.gpus) else 0.0
@@ -72,21 +72,34 @@ def step_layout(i: Inputs) -> Step:
                 i.prompt_tokens, s["max_completion_length"], share, tp, bool(s["trl"].get("vllm_enable_sleep_mode")))
 
 
-def memory_terms(i: Inputs, step: Step) -> tuple[dict[str, float], float, float]:
-    """(bytes per GPU by term, peak bytes per GPU, host bytes of offloaded state per node)."""
+def memory_terms(i: Inputs, step: Step, held: memory.Precision | None = None) -> tuple[dict[str, float], float, float]:
+    """(bytes per GPU by term, peak bytes per GPU, host bytes of offloaded state per node). `held`: what the
+    training path keeps (default: what ewa's trainer set-up holds on this path, memory.precision)."""
     s, arch = i.config["grpo"], i.arch
-    states = memory.model_states(arch, step.sharding, step.processes, s["bf16"], reference=s["beta"] > 0)
+    held = held or memory.precision(step.sharding, s["bf16"])
+    states = memory.model_states(arch, step.sharding, step.processes, held, reference=s["beta"] > 0)
     stage3 = step.sharding.stage >= 3
+    # the decoder layers' share of the gradients, created as backward frees the layers' saved inputs
+    layer_gradients = states["gradients"] * (1 - arch.vocab * arch.hidden * (1 if arch.tied else 2) / arch.parameters)
+    activations = memory.activations(arch, step.micro, step.sequence, s["gradient_checkpointing"], held,
+                                     layer_gradients if step.accumulation == 1 else 0.0)
+    head = memory.logprob_head(arch, step.micro, step.completion, held, gathered=stage3)
+    # autocast's weight copies live while forward runs, beside the saved layer inputs (and the gradients of
+    # earlier micro-batches): a term only where that exceeds what backward holds
+    saved_inputs = arch.layers * step.micro * step.sequence * arch.hidden * held.residual
+    forward = memory.autocast_copies(arch, held) + (saved_inputs if s["gradient_checkpointing"] else activations)
+    backward = states["gradients"] + activations + head
+    forward += states["gradients"] if step.accumulation > 1 else 0
     terms = {"weights": states["weights"], "gradients": states["gradients"], "optimizer": states["optimizer"],
              "reference": states["reference"],
              "ZeRO-3 gather": min(arch.parameters, memory.ZERO3_LIVE_PARAMETERS) * BF16 if stage3 else 0,
-             "activations": memory.activations(arch, step.micro, step.sequence, s["gradient_checkpointing"], s["bf16"]),
-             "log-prob head": memory.logprob_head(arch, step.micro, step.completion, gathered=stage3)}
+             "activations": activations, "log-prob head": head,
+             "autocast copies": max(0.0, forward - backward) if held.autocast else 0}
     if i.profile.of("train").gpus:
-        terms["CUDA"] = CUDA_RUNTIME_GB * GB
+        terms["CUDA"] = (ONE_PROCESS_CUDA_RUNTIME_GB if step.processes == 1 else CUDA_RUNTIME_GB) * GB
     if step.vllm_share:
         terms["vLLM"] = step.vllm_share
-    dynamic = terms["activations"] + terms["log-prob head"]
+    dynamic = terms["activations"] + terms["log-prob head"] + terms["autocast copies"]
     static = sum(terms.values()) - dynamic - step.vllm_share
     # asleep, vLLM's share and the trainer's activations take turns (but its CUDA graphs, in its overhead, stay
     # allocated); awake, they add up
@@ -116,7 +129,8 @@ def levers(i: Inputs, step: Step) -> list[tuple[str, str, Step]]:
                       replace(step, sleep=True)))
     if step.processes > 1 and not step.sharding.offload_optimizer:
         offload = memory.read_sharding("zero3_offload")
-        host = memory.model_states(arch, offload, step.processes, s["bf16"], reference=s["beta"] > 0)["host"]
+        host = memory.model_states(arch, offload, step.processes, memory.precision(offload, s["bf16"]),
+                                   reference=s["beta"] > 0)["host"]
         if not res.mem_gb or host <= res.mem_gb * GB:
             found.append(("set grpo.accelerate_config: zero3_offload", f"{gb(host)} GB of host memory per node",
                           replace(step, sharding=offload)))
@@ -225,7 +239,7 @@ def train_plan(i: Inputs) -> RulePlan:
     plan = RulePlan("train", len(regimes), res.gpus, res.gpu_mem_gb)
     plan.details.append(f"{len(regimes)} regimes ({', '.join(r['name'] for r in regimes)}) x {max(res.gpus, 1)} "
                         f"{'GPUs' if res.gpus else 'CPU process'}; {step.sharding.describe()} "
-                        f"({step.sharding.source}); "
+                        f"({step.sharding.source}); {memory.precision(step.sharding, s['bf16']).name}; "
                         f"micro-batch {step.micro} x {step.sequence:,} tokens ({step.prompt:,} prompt + "
                         f"{step.completion:,} completion), accumulation {step.accumulation} = {step.completions} "
                         f"completions per step")
@@ -247,7 +261,8 @@ def train_plan(i: Inputs) -> RulePlan:
     test_runs = sum(steps * step.completions * i.train_tests * (r.get("fraction") or 1.0) for r in regimes)
     plan.cpu_hours = round(test_runs * workload.CPU_S_PER_TEST / 3600, 1)
     width = weight_width(i.config)
-    checkpoint = arch.parameters * (width + (12 if s["bf16"] else 8))  # the model and its optimizer state
+    held = memory.precision(step.sharding, s["bf16"])
+    checkpoint = arch.parameters * (held.weights + held.optimizer)  # the model and its optimizer state
     plan.disk_gb = gb(len(regimes) * arch.weight_bytes(width))
     # save_total_limit checkpoints per regime, one more while the trainer writes a new one before rotating
     plan.work_disk_gb = gb(len(regimes) * (s["save_total_limit"] + 1) * checkpoint)
