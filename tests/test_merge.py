@@ -200,13 +200,25 @@ def test_integer_buffers_are_copied_and_odd_shapes_blended(models, tmp_path):
     assert merged["model.ewa_scale"].shape == () and merged["model.ewa_scale"].item() == 5.0  # 2 + 1.5 * (4 - 2)
 
 
-def test_tiny_blocks_and_ring_give_identical_files(grid, tmp_path, monkeypatch):
+def device_pipeline_on_cpu(monkeypatch) -> None:
+    """Merges take the GPU path's code (staging lanes, the side-stream structure, ring events), run on the
+    CPU with ordinary memory: the only way the suite sees that code without a GPU."""
+    import ewa.merge.stream
+    from ewa.merge.blend import DeviceBlend
+
+    monkeypatch.setattr(ewa.merge.stream, "blender_for", lambda device, writer: DeviceBlend(device, writer))
+
+
+@pytest.mark.parametrize("path", ["host", "device pipeline"])
+def test_tiny_blocks_and_ring_give_identical_files(grid, tmp_path, monkeypatch, path):
     """52-byte blocks (13 fp32 / 26 bf16 values: tensors end mid-block) through a ring of two buffers, so
-    the blender keeps waiting on the writer and reuses buffers: the files must be byte-identical to those
-    written with one block per tensor."""
+    the blender keeps waiting on the writer and reuses buffers (and, on the device path, its two staging
+    lanes): the files must be byte-identical to those written by the CPU with one block per tensor."""
     import ewa.merge.stream
     a_dir, b_dir, merged = grid
     monkeypatch.setattr(ewa.merge.stream, "CPU_BLOCKS", (52, 2))
+    if path == "device pipeline":
+        device_pipeline_on_cpu(monkeypatch)
     alphas = [-1.0, 0.5, 2.0]
     outs = merge_linear(a_dir, b_dir, alphas, [tmp_path / alpha_tag(a) for a in alphas], device="cpu",
                         max_shard_bytes=SHARD, progress=False)
@@ -215,6 +227,70 @@ def test_tiny_blocks_and_ring_give_identical_files(grid, tmp_path, monkeypatch):
         assert files == sorted(p.name for p in out_dir.glob("*.safetensors*"))
         for file in files:
             assert (out_dir / file).read_bytes() == (merged[alpha] / file).read_bytes(), file
+
+
+def test_general_form_through_the_device_pipeline_is_bitwise_the_host_path(models, tmp_path, monkeypatch):
+    """Several terms per output (deltas shared across outputs), exact copies and blends side by side."""
+    import ewa.merge.stream
+    base, b = models["fp32"]
+    endpoints = [b, *models["extra"]]
+    sets = [[0.5, -0.3, 1.2], [0.0, 1.0, 0.0], [1.5, 0.0, 0.0], [-1.0, 2.0, 0.25]]
+
+    def run(name):
+        return merge_task_arithmetic(base, endpoints, sets, [tmp_path / name / str(i) for i in range(len(sets))],
+                                     device="cpu", progress=False)
+
+    host = run("host")
+    monkeypatch.setattr(ewa.merge.stream, "CPU_BLOCKS", (1000, 3))
+    device_pipeline_on_cpu(monkeypatch)
+    for ours, theirs in zip(run("device"), host):
+        files = sorted(p.name for p in theirs.glob("*.safetensors"))
+        assert files and files == sorted(p.name for p in ours.glob("*.safetensors"))
+        assert all((ours / f).read_bytes() == (theirs / f).read_bytes() for f in files)
+
+
+NO_MODEL_CLASSES = """
+import sys
+from ewa.errors import UserError
+from ewa.merge import merge_linear
+a, b, broken_a, broken_b, out = sys.argv[1:]
+merge_linear(a, b, [0.5], [out + "/good"], device="cpu", progress=False)
+try:
+    merge_linear(broken_a, broken_b, [0.5], [out + "/bad"], device="cpu", progress=False)
+except UserError as e:
+    print(e)
+print("transformers imported:", "transformers" in sys.modules)
+"""
+
+
+def test_a_merge_of_a_known_config_imports_no_model_class(models, tmp_path, monkeypatch):
+    """Importing transformers' model classes takes seconds, more than a small merge: the tensors a config
+    asks for are kept in EWA_CACHE_DIR after the first merge of that config, and later merges (another
+    process) check against them without importing transformers, refusing what they refused before."""
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("EWA_CACHE_DIR", str(tmp_path / "cache"))
+    a_dir, b_dir = models["bf16_tied"]
+    name = "model.layers.1.self_attn.o_proj.weight"
+    drop = lambda s: {k: v for k, v in s.items() if k != name}  # noqa: E731  both inputs miss it: they agree
+    broken = [rewrite(d, tmp_path / f"broken-{d.name}", drop) for d in (a_dir, b_dir)]
+    merge_linear(a_dir, b_dir, [0.5], [tmp_path / "first"], device="cpu", progress=False)  # the cache is filled
+    assert len(list((tmp_path / "cache" / "model-tensors").glob("*.json"))) == 1
+    run = subprocess.run([sys.executable, "-c", NO_MODEL_CLASSES, str(a_dir), str(b_dir), *map(str, broken),
+                          str(tmp_path / "out")], capture_output=True, text=True, check=True)
+    lines = run.stdout.splitlines()
+    assert re.fullmatch(rf"{re.escape(str(broken[0]))}/model\.safetensors: tensor '{re.escape(name)}' that "
+                        rf"config\.json \(Qwen2ForCausalLM\) asks for is missing \(it would be initialised at random\)",
+                        lines[0]), run.stdout
+    assert lines[1] == "transformers imported: False"
+    assert tensors(tmp_path / "out" / "good").keys() == tensors(tmp_path / "first").keys()
+    assert not (tmp_path / "out" / "bad").exists()
+    (cached,) = (tmp_path / "cache" / "model-tensors").glob("*.json")
+    cached.write_text('{"source": "config.json (Qwen2ForCausalLM)", "shapes": [')  # cut short: built again
+    with pytest.raises(UserError, match=re.escape(name)):
+        merge_linear(*broken, [0.5], [tmp_path / "again"], device="cpu", progress=False)
+    assert json.loads(cached.read_text())["shapes"][name] == [32, 32]
 
 
 def test_tied_embeddings_stored_twice_stay_tied(models, tmp_path):

@@ -3,6 +3,7 @@
 content fingerprint, and its tensors one at a time through memory maps."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -197,18 +198,80 @@ def model_tensors(model, source: str) -> ModelTensors:
 
 def expected_tensors(path: str | os.PathLike, what: str | None = None) -> ModelTensors:
     """The tensors config.json asks for: the model class built on the meta device (shapes only, no memory
-    and no weights read), the way every loader here builds it (AutoModelForCausalLM)."""
-    import torch
+    and no weights read), the way every loader here builds it (AutoModelForCausalLM).
+
+    Importing transformers' model classes costs seconds, more than a small merge, and the answer depends
+    only on the config and the transformers version: it is kept in EWA_CACHE_DIR (model-tensors/, one
+    small JSON file per config) and built again only for a config or a version not seen before."""
+    config = read_config(path, what)
+    cached = tensors_cache_file(config)
+    if cached is not None and (expected := read_cached_tensors(cached)) is not None:
+        return expected
     import transformers
 
-    config = model_config(path, what)
+    parsed = model_config(path, what)
     try:
         with torch.device("meta"):
-            model = transformers.AutoModelForCausalLM.from_config(config)
+            model = transformers.AutoModelForCausalLM.from_config(parsed)
     except Exception as e:  # the config names a class or values transformers cannot build a model from
         raise CheckpointError(f"{f'{what}: ' if what else ''}{Path(path) / CONFIG_FILE}: transformers "
                               f"{transformers.__version__} cannot build a model from it ({one_line(e)})") from None
-    return model_tensors(model, f"{CONFIG_FILE} ({type(model).__name__})")
+    expected = model_tensors(model, f"{CONFIG_FILE} ({type(model).__name__})")
+    if cached is not None:
+        write_cached_tensors(cached, expected)
+    return expected
+
+
+# Where a config.json came from, not what it says: the same expected tensors whatever these hold. Every
+# other key counts, so a config transformers would refuse never shares an entry with one it read.
+PROVENANCE_KEYS = ("_name_or_path", "_commit_hash", "transformers_version")
+TENSORS_CACHE_FORMAT = 1
+
+
+def cache_dir() -> Path:
+    """ewa's cache of derived facts (EWA_CACHE_DIR, by default .cache/ewa in the working directory, as
+    vLLM's caches): anything in it can be deleted and is rebuilt."""
+    return Path(os.environ.get("EWA_CACHE_DIR", ".cache/ewa"))
+
+
+def tensors_cache_file(config: dict) -> Path | None:
+    """Where the expected tensors of this config under the installed transformers are kept; None when
+    transformers is not installed (the build below then fails with its own message)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        installed = version("transformers")
+    except PackageNotFoundError:
+        return None
+    content = {k: v for k, v in config.items() if k not in PROVENANCE_KEYS}
+    key = json.dumps([TENSORS_CACHE_FORMAT, installed, content], sort_keys=True)
+    return cache_dir() / "model-tensors" / f"{hashlib.sha256(key.encode()).hexdigest()}.json"
+
+
+def read_cached_tensors(file: Path) -> ModelTensors | None:
+    try:
+        data = json.loads(file.read_text())
+        return ModelTensors(data["source"], {k: tuple(v) for k, v in data["shapes"].items()}, dict(data["tied"]),
+                            *(re.compile(p) if p is not None else None
+                              for p in (data["ignore_missing"], data["ignore_unexpected"])))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, re.error):
+        return None  # absent, or not ours to trust: built again
+
+
+def write_cached_tensors(file: Path, expected: ModelTensors) -> None:
+    """Written under a temporary name and renamed, so concurrent jobs never read half a file; a cache that
+    cannot be written costs only the next job's time."""
+    data = {"source": expected.source, "shapes": {k: list(v) for k, v in expected.shapes.items()},
+            "tied": expected.tied, "ignore_missing": getattr(expected.ignore_missing, "pattern", None),
+            "ignore_unexpected": getattr(expected.ignore_unexpected, "pattern", None)}
+    tmp = file.with_name(f".{file.name}.{os.getpid()}.tmp")
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, file)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
 
 
 def check_tensors(ckpt: Checkpoint, expected: ModelTensors, what: str | None = None, extra_ok: bool = False) -> None:

@@ -2,7 +2,7 @@
 general base + sum_i c_i * (theta_i - base), streamed tensor by tensor with one pass for the whole grid.
 
 This module stays free of torch (cheap to import); the streaming core lives in ewa.merge.stream, the
-command in ewa.merge.cli.
+arithmetic on the CPU or a GPU in ewa.merge.blend, the command in ewa.merge.cli.
 """
 from __future__ import annotations
 

@@ -42,6 +42,9 @@ def merge(args, config: dict) -> int:
         alphas = args.alphas
         out_dirs = [args.out_pattern.replace("{alpha}", alpha_tag(a)) for a in alphas]
     settings = config["merge"]
+    from ewa.train.outcome import warn_if_untestable  # identical endpoints: every alpha is the same model
+
+    warn_if_untestable(args.a_dir, args.b_dir, "ewa merge")
     merge_linear(args.a_dir, args.b_dir, alphas, out_dirs, device=args.device or settings["device"],
                  max_shard_bytes=args.max_shard_size or settings["max_shard_size"], hash_mode=args.hash)
     for alpha, out in zip(alphas, out_dirs):

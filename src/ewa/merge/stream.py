@@ -19,10 +19,12 @@ from ewa.merge import HASH_MODES, MergeError, parse_size
 from ewa.checkpoint import (CONFIG_FILE, MERGE_RECORD_FILE, Checkpoint, CheckpointError, ShardReader,
                             check_compatible, check_tensors, expected_tensors, fingerprint, model_config,
                             read_checkpoint, read_config)
+from ewa.merge.blend import DeviceBlend, HostBlend, resolve_device
 from ewa.merge.writer import BlockWriter, ModelWriter, as_bytes, plan_layout
 
 # (block bytes, buffers) of the write ring: on CPU a block stays in cache from blend to write(); on a GPU
-# large blocks keep kernel launches and copies few (pinned buffers for the device-to-host copies).
+# large blocks keep kernel launches and copies few (pinned buffers for the device-to-host copies). The
+# GPU path also holds ewa.merge.blend.LANES staging blocks of each input, on the host and on the card.
 CPU_BLOCKS, GPU_BLOCKS = (1 << 20, 32), (64 << 20, 4)
 # Weights, training state and records belong to the source checkpoint, not to the merged model; so does
 # its card. (ewa_train.json/ewa_init.json would otherwise claim the merge was trained.)
@@ -37,16 +39,6 @@ CONFIG_KEYS_IGNORED = frozenset({
     "_attn_implementation_autoset", "initializer_range"})
 
 
-def resolve_device(device: str = "auto") -> str:
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise MergeError(f"device {device!r}: torch sees no CUDA device (use --device auto or cpu)")
-    if device != "cpu" and not device.startswith("cuda"):
-        raise MergeError(f"device {device!r}: expected auto, cpu or cuda")
-    return device
-
-
 def exact_source(coefficients: Sequence[float]) -> int | None:
     """Which input an output reproduces bit for bit (0 = base, i = endpoint i), or None for a blend."""
     nonzero = [i for i, c in enumerate(coefficients, 1) if c != 0]
@@ -57,44 +49,12 @@ def exact_source(coefficients: Sequence[float]) -> int | None:
     return None
 
 
-def blend(tensors: list[torch.Tensor], blended: list[tuple[ModelWriter, list[float]]], device: str,
-          writer: BlockWriter) -> None:
-    """Write base + sum_i c_i * (E_i - base) for each (output, coefficients), block by block: each block
-    of the inputs is read from memory once for all outputs, computed in float32 and cast to the source
-    dtype straight into a ring buffer that the writer thread empties."""
-    dtype, itemsize = tensors[0].dtype, tensors[0].element_size()
-    flat = [t.reshape(-1) for t in tensors]
-    step = writer.block_bytes // itemsize
-    in_place = device == "cpu" and dtype == torch.float32  # no cast: compute straight into the buffer
-    scratch = None if in_place or device != "cpu" else torch.empty(step, dtype=torch.float32)
-    plans = [(model, [(j, c) for j, c in enumerate(coefficients, 1) if c != 0]) for model, coefficients in blended]
-    for start in range(0, flat[0].numel(), step):
-        part = [f[start:start + step].to(device=device, dtype=torch.float32) for f in flat]
-        n, deltas = part[0].numel(), {}
-        for model, terms in plans:
-            i, buffer = writer.take()
-            target = buffer[:n * itemsize].view(dtype)
-            if in_place:
-                out = target
-            else:
-                out = scratch[:n] if scratch is not None else torch.empty(n, dtype=torch.float32, device=device)
-            if len(terms) == 1:
-                # base + c * (E - base) in one pass with no delta buffer
-                torch.lerp(part[0], part[terms[0][0]], terms[0][1], out=out)
-            else:
-                for j, _ in terms:
-                    if j not in deltas:
-                        deltas[j] = part[j] - part[0]
-                torch.add(part[0], deltas[terms[0][0]], alpha=terms[0][1], out=out)
-                for j, c in terms[1:]:
-                    out.add_(deltas[j], alpha=c)
-            if out is not target:
-                target.copy_(out)  # the cast back to the source dtype, and off the GPU
-            model.write(buffer[:n * itemsize].numpy(), buffer=i)
+def blender_for(device: str, writer: BlockWriter) -> HostBlend | DeviceBlend:
+    return HostBlend(writer) if device == "cpu" else DeviceBlend(device, writer)
 
 
 def stream(base: Checkpoint, endpoints: list[Checkpoint], coefficient_sets, models: list[ModelWriter],
-           device: str, writer: BlockWriter, progress: bool) -> None:
+           blend, progress: bool) -> None:
     """The single pass: each tensor of every input is read once and written to every output."""
     exact = [exact_source(c) for c in coefficient_sets]
     readers = [ShardReader(c) for c in (base, *endpoints)]
@@ -118,7 +78,7 @@ def stream(base: Checkpoint, endpoints: list[Checkpoint], coefficient_sets, mode
                 else:
                     blended.append((model, coefficients))
             if blended:
-                blend(tensors, blended, device, writer)
+                blend(tensors, blended)
     finally:
         for reader in readers:
             reader.close()
@@ -158,9 +118,13 @@ def config_value(config: dict, path: tuple) -> str:
 
 
 def check_same_architecture(inputs: list[Checkpoint]) -> dict:
-    """Every input's config.json parses and describes the same model as the first's, compared as
-    transformers reads them (legacy keys normalised, defaults filled); returns the first's parsed JSON."""
+    """Every input's config.json parses and describes the same model as the first's; returns the first's
+    parsed JSON. Files that agree key by key (CONFIG_KEYS_IGNORED aside; endpoints trained from one init
+    do) need nothing more; otherwise they are compared as transformers reads them (legacy keys
+    normalised, defaults filled), which costs importing it."""
     raw = [read_config(c.path) for c in inputs]
+    if all(config_difference(raw[0], other) is None for other in raw[1:]):
+        return raw[0]
     parsed = [model_config(c.path).to_dict() for c in inputs]
     for other, config in zip(inputs[1:], parsed[1:]):
         if (path := config_difference(parsed[0], config)) is not None:
@@ -244,14 +208,17 @@ def merge(base_dir, endpoint_dirs, coefficient_sets, out_dirs, roles: list[str],
         gpu = device.startswith("cuda")
         writer = BlockWriter(*(GPU_BLOCKS if gpu else CPU_BLOCKS), pin_memory=gpu)
         models = [ModelWriter(tmp, layout, writer) for tmp in tmp_dirs]
-        # unwound first: writes stop and files close before the temp dirs go
+        blend = blender_for(device, writer)
+        # unwound first: the card stops copying, writes stop and files close before the temp dirs go
         stack.callback(lambda: [m.abort() for m in models])
         stack.callback(writer.close, cancel=True)
+        stack.callback(blend.close)
         threads = torch.get_num_threads()
         # the writer thread needs a core of its own; blending is memory-bound and gains little from more
         torch.set_num_threads(max(1, min(threads, (os.cpu_count() or 2) - 1)))
         stack.callback(torch.set_num_threads, threads)
-        stream(base, endpoints, coefficient_sets, models, device, writer, progress)
+        stream(base, endpoints, coefficient_sets, models, blend, progress)
+        blend.close()
         for model in models:
             model.close()
         writer.close()

@@ -79,6 +79,9 @@ class BlockWriter:
     def __init__(self, block_bytes: int, n_buffers: int, pin_memory: bool = False):
         self.block_bytes = block_bytes
         self.buffers = [torch.empty(block_bytes, dtype=torch.uint8, pin_memory=pin_memory) for _ in range(n_buffers)]
+        # pinned buffers are filled by copies queued on a GPU stream: each gets an event the writer waits on
+        # (blocking: it sleeps instead of spinning on a core the blending needs)
+        self.ready = [torch.cuda.Event(blocking=True) for _ in range(n_buffers)] if pin_memory else []
         self.free, self.jobs = queue.SimpleQueue(), queue.SimpleQueue()
         for i in range(n_buffers):
             self.free.put(i)
@@ -91,6 +94,11 @@ class BlockWriter:
         i = self.free.get()
         self._raise()
         return i, self.buffers[i]
+
+    def ready_after(self, buffer: int, stream) -> None:
+        """The buffer's bytes are those of the copies queued on `stream` so far (no-op without a GPU)."""
+        if self.ready:
+            self.ready[buffer].record(stream)
 
     def submit(self, fn, *args, buffer: int | None = None) -> None:
         self._raise()
@@ -110,6 +118,8 @@ class BlockWriter:
             fn, args, buffer = job
             if self.error is None:  # after a failure, jobs only hand their buffers back
                 try:
+                    if buffer is not None and self.ready:
+                        self.ready[buffer].synchronize()  # the device's copy into it has landed
                     fn(*args)
                 except BaseException as e:  # surfaces in the blending thread
                     self.error = e
