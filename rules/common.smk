@@ -13,6 +13,7 @@ from ewa.analysis.families import output_files as families_files
 from ewa.analysis.frontier import output_files as frontier_files
 from ewa.analysis.registry import REGISTRY_FILE, experiment_sha256
 from ewa.analysis.science import OUTPUT_FILES as SCIENCE_FILES
+from ewa.capabilities import refusal
 from ewa.config import ConfigError, validate
 from ewa.data import input_error, verifies
 from ewa.families import INIT, POINT_TAG_PATTERN, family_spec, merge_plan, model_points
@@ -48,6 +49,12 @@ def local_path_error(config):
 
 if path_error := local_path_error(config):
     raise WorkflowError(path_error)
+# A setting the model's chat template cannot render or parse is refused now, not after hours of training
+# (ewa.capabilities reads its tokenizer files; a directory without them yet is left to the jobs, and to the
+# preflight). Jobs parse the workflow again: the run checked it already.
+if workflow.is_main_process and (refused := refusal(config["model"]["init"], config["sample"]["settings"],
+                                                    config["sample"], staged_ok=True)):
+    raise WorkflowError(refused.line())
 
 REGIMES = [r["name"] for r in config["regimes"]]
 ALPHAS = {alpha_tag(a): a for a in config["merge"]["alphas"]}
@@ -131,8 +138,15 @@ def sandbox_config(wildcards):
 
 
 def init_config(wildcards):
-    # The sandbox runs the programs of the tool-use and agentic SFT traces.
-    return job_config(wildcards, model=config["model"], sandbox=config["sandbox"])
+    """The init's slice. A model directory is used as it is: only its path reaches the job, with the SFT
+    that model.sft turns on explicitly (ewa.config). The sandbox runs the programs of the tool-use and
+    agentic SFT traces."""
+    model = config["model"]
+    if model["init"] == "tiny":
+        return job_config(wildcards, model=model, sandbox=config["sandbox"])
+    if not model["sft"]["steps"]:
+        return job_config(wildcards, model={"init": model["init"]})
+    return job_config(wildcards, model={"init": model["init"], "sft": model["sft"]}, sandbox=config["sandbox"])
 
 
 def train_config(wildcards):

@@ -1,4 +1,5 @@
-# The shared initial model every regime starts from (tiny: tokenizer + Qwen2 + SFT warm start).
+# The shared initial model every regime starts from (tiny: tokenizer + Qwen2 + SFT warm start; a model
+# directory: linked as it is, unless model.sft turns its warm start on).
 
 
 rule init:

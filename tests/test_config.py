@@ -40,12 +40,22 @@ def test_empty_config_is_the_schema_defaults():
     ({"merge": {"alphas": [0.5, 0.50]}}, "duplicate alphas"),
     ({"science": {"seeds": [2, 100], "design_seeds": [0, 1, 2]}}, "seed(s) [2] also tuned the design"),
     ({"benchmarks": {"x": {"format": "mbpp"}}}, "key 'benchmarks.x.format'"),
+    # a model directory's warm start is the config's own, learning rate included
+    ({"model": {"init": "/models/m", "sft": {"steps": 5}}}, "key 'model.sft.learning_rate': a warm start of a model directory"),
 ])
 def test_bad_config_is_one_line_naming_the_key(config, fragment):
     with pytest.raises(ConfigError) as e:
         validate(config)
     assert fragment in str(e.value)
     assert "\n" not in str(e.value)
+
+
+def test_sft_warm_starts_the_tiny_init_alone_by_default():
+    tiny, directory = section("model")["sft"], section("model", {"init": "/models/m"})["sft"]
+    assert (tiny["steps"], tiny["learning_rate"]) == (600, 0.002)  # trained from scratch: it needs one
+    assert directory["steps"] == 0 and "learning_rate" not in directory  # a user's model is used as it is
+    given = section("model", {"init": "/models/m", "sft": {"steps": 5, "learning_rate": 1e-5}})["sft"]
+    assert (given["steps"], given["learning_rate"]) == (5, 1e-5)
 
 
 def test_configfile_hint_only_for_numbers_given_as_text():

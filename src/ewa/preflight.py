@@ -1,9 +1,9 @@
 """`ewa preflight`: what a node needs before hours of queueing, checked on that node. The sandbox end to
 end (a tiny program, then a containment probe), the judge's interpreter against the benchmarks' Python,
 the GPU stack where GPUs are asked for or visible (driver vs torch's CUDA, vLLM, DeepSpeed's CPU Adam under
-optimizer offload) and free disk against `ewa plan`. Each failure is one line naming the node, the check
-and the fix; any failure exits 2 (warnings do not). The workflow runs it first on every partition
-(rules/preflight.smk)."""
+optimizer offload), the settings asked of the model's chat template (ewa.capabilities) and free disk against
+`ewa plan`. Each failure is one line naming the node, the check and the fix; any failure exits 2 (warnings
+do not). The workflow runs it first on every partition (rules/preflight.smk)."""
 from __future__ import annotations
 
 import argparse
@@ -393,6 +393,21 @@ def disk_check(configfile: str | None, profile: str | None, results: Path) -> Ch
                  data=data)
 
 
+# -- the model --------------------------------------------------------------------------------------
+def chat_template_check(whole: dict) -> Check:
+    """The settings asked for against the model's chat template (ewa.capabilities, what the workflow
+    refuses at plan time), read on this node: the model directory must be there too."""
+    from ewa.capabilities import refusal
+
+    init, settings = whole["model"]["init"], whole["sample"]["settings"]
+    if init == "tiny":
+        return Check("chat template", "skipped", "the tiny init's template is the pipeline's own (built by ewa init)")
+    if refused := refusal(init, settings, whole["sample"]):
+        return Check("chat template", "failed", f"key '{refused.key}': {refused.why}",
+                     refused.fix or "point model.init at a Hugging Face model directory readable on this node")
+    return Check("chat template", "ok", f"{init} renders and parses {', '.join(settings)}")
+
+
 # -- the command ------------------------------------------------------------------------------------
 def add_preflight_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--configfile", metavar="FILE",
@@ -418,6 +433,7 @@ def preflight(args: argparse.Namespace, config: dict) -> int:
     checks, judge = sandbox_checks(config["sandbox"], whole, probe_root)
     gpu, gpu_versions = gpu_checks(args.gpus, config["grpo"]["accelerate_config"], needs_vllm(whole))
     checks += gpu
+    checks.append(chat_template_check(whole))
     checks.append(disk_check(configfile, args.profile, results))
     for c in checks:
         print(c.line(node), file=sys.stderr if c.status in ("failed", "warning") else sys.stdout)

@@ -86,7 +86,8 @@ def link_or_copy(src: Path, dst: Path) -> None:
 
 def adopt_hf(path: Path, model: dict, problems: list[Problem], out: Path, seed: int, sandbox: dict) -> dict:
     sft = model["sft"]
-    if not sft["steps"]:
+    if not sft["steps"]:  # the default for a model directory: its weights are the user's, used as they are
+        log.info("%s: used as it is (model.sft.steps 0: no warm start)", path)
         link_or_copy(path, out)
         return {"source": str(path.resolve())}
     from transformers import AutoModelForCausalLM, AutoTokenizer

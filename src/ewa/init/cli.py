@@ -16,10 +16,20 @@ def add_init_arguments(parser: argparse.ArgumentParser) -> None:
                         help="torch CPU threads (1: tiny models lose more to thread sync than they gain)")
 
 
+def init_model(args: argparse.Namespace, config: dict) -> dict:
+    """The validated `model` section to build. With --init naming another model, the section as given is
+    validated again for that model: the tiny init's SFT defaults never fine-tune a model directory."""
+    if not args.init or args.init == config["model"]["init"]:
+        return config["model"]
+    from ewa.config import read_arg, section
+
+    return section("model", {**(read_arg(args.config).get("model") or {}), "init": args.init})
+
+
 def init(args: argparse.Namespace, config: dict) -> int:
     from ewa.init.build import build_init
 
-    model = {**config["model"], "init": args.init or config["model"]["init"]}
+    model = init_model(args, config)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     set_threads(args.threads)
     record = build_init(model, args.problems, args.out, seed=config["seed"], sandbox=config["sandbox"])
