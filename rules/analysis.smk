@@ -55,11 +55,13 @@ rule families:
         "{wildcards.setting} > {log} 2>&1"
 
 
-# The study's four claims on this run, each with a paired bootstrap CI over problems.
+# The study's four claims on this run, each with a paired bootstrap CI over problems. The endpoints' train
+# records say whether they differ at all: where they are the same weights every claim reads untestable.
 rule claims:
     input:
         evals=frontier_evals,
         ensembles=f"{FRONTIER_DIR}/ensembles.csv",
+        endpoints=lambda w: [source_dir(w.seed, config["merge"][end]) for end in ("low", "high")],
     output:
         *[f"results/seed{{seed}}/claims/{{benchmark}}/{{setting}}/{name}" for name in CLAIMS_FILES if name != "claims.html"],
         report("results/seed{seed}/claims/{benchmark}/{setting}/claims.html", caption="../report/claims.rst",
@@ -73,6 +75,7 @@ rule claims:
         "logs/seed{seed}/claims/{benchmark}/{setting}.log",
     shell:
         "ewa claims --config {params.config:q} --evals {params.evals} --ensembles {input.ensembles} "
+        "--endpoints {input.endpoints} "
         "--out-dir results/seed{wildcards.seed}/claims/{wildcards.benchmark}/{wildcards.setting} > {log} 2>&1"
 
 

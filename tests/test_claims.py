@@ -15,10 +15,12 @@ import pytest
 from helpers import (DESIGN, ROOT, alpha_specs, claims_settings, ensemble_settings, expected_rate,
                      write_approach_samples, write_design)
 
-from ewa.analysis.claims import OUTPUT_FILES, measure, verdict
+from ewa.analysis.claims import OUTPUT_FILES, measure, read_claims, value_text, verdict
 from ewa.analysis.ensemble import matched_budget_table
 from ewa.analysis.frontier import AlphaGrid
+from ewa.analysis.science import control_outcome
 from ewa.cli import main
+from ewa.train.outcome import Endpoints
 from ewa.verdicts import VERDICTS
 
 OPT, CORR, AC = {"TLE", "MLE"}, {"WA", "RE", "CE"}, {"AC"}
@@ -132,7 +134,7 @@ def test_claims_refuse_an_ensembles_table_made_on_another_split(tmp_path, capsys
     ("~0", 0.04, -0.1, 0.1, "point only"),  # flat point, but the CI allows a change beyond ±0.05
     ("~0", 0.0, -0.05, 0.03, "point only"),  # touching the bound is not within it
     ("~0", 0.2, 0.1, 0.3, "not reproduced"),
-    (">0", float("nan"), float("nan"), float("nan"), "n/a"),
+    (">0", float("nan"), float("nan"), float("nan"), "untestable (not measured)"),  # never a word pandas reads as NaN
 ])
 def test_verdict_rules(expect, point, lo, hi, outcome):
     assert verdict(expect, point, lo, hi) == outcome
@@ -149,8 +151,9 @@ def make_grid(alphas, ac, opt, n: int = 10, families=None) -> AlphaGrid:
                      families=ids.copy() if families is None else np.asarray(families, dtype=object))
 
 
-def claims_of(grid: AlphaGrid, ensembles=None, **settings) -> pd.DataFrame:
-    return measure(grid, ensembles, claims_settings(**{"bootstrap": 400, "seed": 0, **settings})).table.set_index("claim")
+def claims_of(grid: AlphaGrid, ensembles=None, endpoints=None, **settings) -> pd.DataFrame:
+    return measure(grid, ensembles, claims_settings(**{"bootstrap": 400, "seed": 0, **settings}),
+                   endpoints).table.set_index("claim")
 
 
 def monotone_grid(opt_per_alpha, corr_per_alpha, P: int = 60, noise: int = 0) -> AlphaGrid:
@@ -277,6 +280,53 @@ def test_tied_singles_choose_the_same_alpha_and_no_ensemble():
 def json_safe(record: dict) -> bool:
     """headroom.json is written as JSON: no numpy scalars in it."""
     return json.loads(json.dumps(record)) == record
+
+
+def test_what_was_not_measured_reads_untestable_with_its_reason_never_nan(tmp_path):
+    # alphas 0, 0.5 and 1 only: nothing extrapolates, so claims 3b-3e have no alpha to read
+    grid = make_grid([0.0, 0.5, 1.0], np.full((12, 3), 3), np.tile([5, 3, 1], (12, 1)))
+    claims = claims_of(grid)
+    for key in ("opt_below_low", "corr_below_low"):
+        assert claims.loc[key, "verdict"] == "untestable (no alpha below 0)"
+        assert "smallest alpha is 0" in claims.loc[key, "note"]
+    for key in ("opt_beyond_high", "corr_beyond_high"):
+        assert claims.loc[key, "verdict"] == "untestable (no alpha above 1)"
+        assert "largest alpha is 1" in claims.loc[key, "note"]
+    assert claims.loc["opt_high_minus_low", "verdict"] == "reproduced"  # what the grid does measure is unaffected
+    # as written to claims.csv and read back by the pages: the words, not NaN
+    claims.reset_index().to_csv(tmp_path / "claims.csv", index=False)
+    back = read_claims(tmp_path / "claims.csv").set_index("claim")
+    assert back["verdict"].tolist() == claims["verdict"].tolist() and "nan" not in set(back["verdict"])
+    assert value_text(back.loc["opt_below_low", "value"], np.nan, np.nan) == "–"
+    assert value_text(0.25, np.nan, np.nan) == "+0.250"  # no resamples: the value without "[nan, nan]"
+    # nothing solved at any alpha: the ensembles and a flat solve rate are untestable for that reason, not saturated
+    unsolved = claims_of(make_grid([-0.5, 0.0, 1.0, 1.5], np.zeros((12, 4), int), np.tile([6, 4, 2, 1], (12, 1))))
+    for key in ("ensemble_uniform", "ensemble_selected", "ac_high_minus_low"):
+        assert unsolved.loc[key, "verdict"] == "untestable (nothing solved)", key
+        assert unsolved.loc[key, "note"] == "no alpha solves any of the 12 problems"
+    assert unsolved.loc["opt_high_minus_low", "verdict"] == "reproduced"  # failures still move
+
+
+def test_claims_over_identical_endpoints_are_untestable():
+    grid = make_grid([-0.5, 0.0, 0.5, 1.0, 1.5], np.full((12, 5), 3), np.tile([6, 5, 4, 2, 1], (12, 1)))
+    assert claims_of(grid).loc["opt_high_minus_low", "verdict"] == "reproduced"
+    same = claims_of(grid, endpoints=Endpoints(identical=True, unchanged=("low", "high")))
+    assert (same["verdict"] == "untestable (endpoints identical)").all()
+    assert same.loc["opt_high_minus_low", "note"].startswith(
+        "the low and high checkpoints are identical: GRPO moved neither")
+    assert same.loc["opt_high_minus_low", "value"] == claims_of(grid).loc["opt_high_minus_low", "value"]  # kept, unread
+    # what the intervals alone say stays beside it: the same-regimes control asks whether noise reproduces a claim
+    assert (same["ci_verdict"] == claims_of(grid)["verdict"]).all()
+    noise = {"claims": [{"claim": k, "title": t, "values": [0.1], "verdicts": [v], "ci_verdicts": [ci]}
+                        for k, t, v, ci in zip(same.index, same["title"], same["verdict"], same["ci_verdict"])]}
+    assert control_outcome("same-regimes", noise, noise).startswith("Not as predicted: the pipeline reports a "
+                                                                    "difference where none was put in, claim 1 (1 of 1")
+    for c in noise["claims"]:
+        c["ci_verdicts"] = ["not reproduced"]
+    assert control_outcome("same-regimes", noise, noise).startswith("As predicted: none of claims 1, 2, 3a")
+    one = claims_of(grid, endpoints=Endpoints(identical=False, unchanged=("low",)))
+    assert (one["verdict"] == "untestable (low unchanged from the init)").all()
+    assert (claims_of(grid, endpoints=Endpoints(identical=False))["verdict"] == claims_of(grid)["verdict"]).all()
 
 
 def test_grid_without_an_endpoint_is_one_error_line(tmp_path, capsys):

@@ -17,6 +17,7 @@ COMMANDS = {
     "tiers": ("ewa.data.cli", "write the nested coverage tiers of a problems file"),
     "init": ("ewa.init.cli", "build the shared initial model (tiny, or a local HF directory)"),
     "train": ("ewa.train.cli", "GRPO-train one coverage regime from the shared init"),
+    "signal": ("ewa.train.signal", "before GRPO: sample the init on training problems; share of groups with mixed rewards"),
     "merge": ("ewa.merge.cli", "theta(a) = (1-a)*theta_A + a*theta_B for one or many alphas"),
     "merge-point": ("ewa.merge.cli", "sum_i w_i * theta_i (weights summing to 1): a point of a merge family"),
     "sample": ("ewa.sample.cli", "sample a model on a benchmark in one inference setting"),
@@ -30,6 +31,7 @@ COMMANDS = {
     "families": ("ewa.analysis.cli", "compare the merge families' fronts: hypervolumes with cluster-bootstrap CIs"),
     "plan": ("ewa.plan.cli", "GPUs, memory per GPU, hours and disk of every rule on a profile, before queueing"),
     "preflight": ("ewa.preflight", "check this node before queueing: sandbox, judge interpreter, GPU stack, free disk"),
+    "gpu-check": ("ewa.gpucheck.cli", "a new GPU node's first check: merge, sampling, judge, GRPO, memory vs plan"),
 }
 # Commands that read a whole experiment (--configfile) rather than a stage's slice (--config).
 WHOLE_EXPERIMENT = {"plan"}

@@ -7,7 +7,10 @@ problems (evaluate.cluster_by: a mini family's instances share one program text)
 every alpha, and each claim reports its design effect: the variance of its resamples over the variance
 they would have if problems were independent. A claim is reproduced only when its whole CI lies
 strictly on the claimed side; an ensemble claim without the headroom to show a gain is untestable, not
-refuted. ewa.analysis.science combines the claims.csv of several seeds into the table of docs/results.md.
+refuted. What the run could not measure reads "untestable (why)", never a bare NaN: extrapolation claims
+without an alpha on their side of the grid, the ensembles and flat solve rate when nothing is solved, and
+every claim when the endpoints are the same weights (ewa.train.outcome: GRPO without signal).
+ewa.analysis.science combines the claims.csv of several seeds into the table of docs/results.md.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from ewa.analysis.bootstrap import (CLUSTER_BY, bootstrap_counts, design_effect,
 from ewa.analysis.ensemble import (NO_ENSEMBLE, EnsembleSettings, best_single, budget_curve, budget_ks,
                                    headroom)
 from ewa.analysis.frontier import AlphaGrid
+from ewa.train.outcome import IDENTICAL, UNCHANGED, Endpoints
 from ewa.verdicts import AC, CE, FAILURE_VERDICTS, columns
 
 # "ce" is part of "corr"; it is kept apart to show where extrapolation breaks the model's syntax.
@@ -32,6 +36,11 @@ FLAT = 0.05  # claim 2b: a solve-rate change whose whole CI lies within +-FLAT c
 MIN_MONOTONE = 3  # claim 3a: a rank correlation over fewer alphas in [0, 1] says nothing about the interior
 SATURATED = "untestable (saturated)"  # claim 4: too few problems an ensemble could add to show a gain
 TOO_FEW_ALPHAS = "untestable (too few interior alphas)"
+NO_ALPHA_BELOW = "untestable (no alpha below 0)"  # claims 3b, 3c on a grid that does not extrapolate below
+NO_ALPHA_ABOVE = "untestable (no alpha above 1)"  # claims 3d, 3e
+NOTHING_SOLVED = "untestable (nothing solved)"  # claims 2b and 4: no alpha solves any problem
+NOT_MEASURED = "untestable (not measured)"  # a claim with no value, e.g. claim 4 without ensembles.csv
+BELOW, ABOVE = ("opt_below_low", "corr_below_low"), ("opt_beyond_high", "corr_beyond_high")
 
 
 @dataclass(frozen=True)
@@ -97,7 +106,7 @@ def verdict(expect: str, point: float, lo: float, hi: float) -> str:
     """reproduced: the whole CI lies strictly on the claimed side; direction only (a sign) or point only
     (flat): the point estimate does and the CI does not."""
     if np.isnan(point):
-        return "n/a"
+        return NOT_MEASURED
     if expect in ("<0", ">0"):
         sign = -1 if expect == "<0" else 1
         if sign * (hi if sign < 0 else lo) > 0:  # <0: hi < 0; >0: lo > 0 (a CI touching 0 is not enough)
@@ -138,7 +147,10 @@ def interval(statistic, boots, ci: float) -> tuple[float, float, float, float]:
     return value, float(lo), float(hi), float(design_effect(clustered, statistic(boots[1])))
 
 
-def measure(grid: AlphaGrid, ensembles: pd.DataFrame | None, settings: ClaimsSettings) -> Claims:
+def measure(grid: AlphaGrid, ensembles: pd.DataFrame | None, settings: ClaimsSettings,
+            endpoints: Endpoints | None = None) -> Claims:
+    """Every claim's value, CI and verdict. `endpoints` (ewa.train.outcome): when the checkpoints at alpha 0
+    and 1 are the same weights, or one never left the init, every claim is untestable (values kept)."""
     a = grid.alphas
     if not (np.isclose(a, 0).any() and np.isclose(a, 1).any()):
         raise ValueError(f"the alpha grid must contain the endpoints 0 and 1, got {a.tolist()}")
@@ -173,6 +185,7 @@ def measure(grid: AlphaGrid, ensembles: pd.DataFrame | None, settings: ClaimsSet
     for key, (split, name) in ENSEMBLE_ROWS.items():
         values[key], chosen[key] = ensemble_gain(ensembles, split, name)
     rates = {k: s[k].mean(0) for k in s}
+    solved = int((grid.c > 0).any(1).sum())  # problems some alpha solves
     rows = []
     for c in CLAIMS:
         point, low, high, deff = values[c.key]
@@ -182,7 +195,15 @@ def measure(grid: AlphaGrid, ensembles: pd.DataFrame | None, settings: ClaimsSet
             why = ceiling(room["claims"][c.key], settings.min_headroom, room["budget"])
             if single:
                 point = low = high = deff = np.nan
-        if c.key in MONOTONE and len(inner) < MIN_MONOTONE:
+        if c.key in BELOW and first == lo:
+            outcome = NO_ALPHA_BELOW
+            why = "the grid's smallest alpha is 0: nothing extrapolates below the low checkpoint"
+        elif c.key in ABOVE and last == hi:
+            outcome = NO_ALPHA_ABOVE
+            why = "the grid's largest alpha is 1: nothing extrapolates beyond the high checkpoint"
+        elif (c.key in ENSEMBLE_ROWS or c.key == "ac_high_minus_low") and not solved:
+            outcome, why = NOTHING_SOLVED, f"no alpha solves any of the {grid.n.shape[0]} problems"
+        elif c.key in MONOTONE and len(inner) < MIN_MONOTONE:
             outcome = TOO_FEW_ALPHAS
             why = f"{len(inner)} alphas in [0, 1]; a monotone trend needs {MIN_MONOTONE}"
         elif c.key in MONOTONE and np.isnan(point):
@@ -200,9 +221,16 @@ def measure(grid: AlphaGrid, ensembles: pd.DataFrame | None, settings: ClaimsSet
             outcome = NO_ENSEMBLE
         else:
             outcome = verdict(c.expect, point, low, high)
+            if outcome == NOT_MEASURED and not why:
+                why = "no ensembles table to read" if c.key in ENSEMBLE_ROWS else "no value"
+        # ci_verdict: what the values and intervals alone say. Over identical endpoints it is what the statistics
+        # make of pure sampling noise (the same-regimes control reads it); the verdict says the claim is untestable.
+        ci_verdict = outcome
+        if endpoints is not None and endpoints.untestable:
+            outcome, why = endpoints.untestable, endpoints.why
         rows.append({"claim": c.key, "title": c.title, "measure": c.measure, "expect": c.expect,
                      "value": point, "ci_lo": low, "ci_hi": high, "design_effect": deff, "verdict": outcome,
-                     "allocation": chosen.get(c.key, ""), "note": why})
+                     "allocation": chosen.get(c.key, ""), "note": why, "ci_verdict": ci_verdict})
     return Claims(pd.DataFrame(rows), room, curve)
 
 
@@ -297,6 +325,33 @@ def ceiling(room: dict, minimum: int, budget: int) -> str:
     return (f"headroom at B = {budget}: at most {room['headroom_at_budget']:.1f} of {room['n_problems']} {where} "
             f"to gain over {single}, {which} ({room['headroom_problems']} solved by some alpha and not by it, "
             f"in {clusters}); testable from {minimum}")
+
+
+TEXT_COLUMNS = ("claim", "title", "measure", "expect", "verdict", "allocation", "note", "ci_verdict")
+
+
+def read_claims(path) -> pd.DataFrame:
+    """A claims.csv with its words as written: pandas would otherwise read a verdict such as "n/a" (older
+    runs) as NaN, and a page would print "nan"."""
+    table = pd.read_csv(path, keep_default_na=False, na_values={c: ["", "nan", "NaN"] for c in
+                                                                  ("value", "ci_lo", "ci_hi", "design_effect")})
+    return table.astype({c: str for c in TEXT_COLUMNS if c in table})
+
+
+def value_text(value: float, lo: float, hi: float) -> str:
+    """A claim's value and CI as a page shows it: "–" for no value, the value alone without a CI."""
+    if pd.isna(value):
+        return "–"
+    return f"{value:+.3f}" if pd.isna(lo) or pd.isna(hi) else f"{value:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+
+
+def endpoints_untestable(table: pd.DataFrame) -> str | None:
+    """Why no claim of this table is testable when the endpoints are the same weights (or one never trained),
+    else None: the front page says it before anything else."""
+    verdicts = set(table["verdict"])
+    if len(verdicts) == 1 and ((v := verdicts.pop()) == IDENTICAL or v.endswith(UNCHANGED)):
+        return str(table["note"].iloc[0])
+    return None
 
 
 def per_alpha(grid: AlphaGrid) -> pd.DataFrame:

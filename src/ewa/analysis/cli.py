@@ -19,8 +19,6 @@ import argparse
 from dataclasses import asdict
 from pathlib import Path
 
-import numpy as np
-
 from ewa.alphas import alpha_tag, parse_alpha_spec
 from ewa.analysis.bootstrap import CLUSTER_BY
 from ewa.io import atomic_path, provenance, sha256_file, write_json, write_text
@@ -89,14 +87,18 @@ def add_claims_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-headroom", type=int, default=None,
                         help="problems an ensemble could add below which claim 4 is untestable "
                              "(default: evaluate.min_headroom)")
+    parser.add_argument("--endpoints", nargs=2, type=Path, default=None, metavar=("LOW_DIR", "HIGH_DIR"),
+                        help="the checkpoints at alpha 0 and 1: where they are the same weights (or one never left "
+                             "the init), every claim reads untestable")
 
 
 def claims(args: argparse.Namespace, config: dict) -> int:
     import pandas as pd
 
     from ewa.analysis import plots
-    from ewa.analysis.claims import ClaimsSettings, measure, per_alpha
+    from ewa.analysis.claims import ClaimsSettings, measure, per_alpha, value_text
     from ewa.analysis.frontier import load_grid
+    from ewa.train.outcome import endpoints
 
     ev = config["evaluate"]
     settings = ClaimsSettings(bootstrap=option(args.bootstrap, ev["bootstrap"]), ci=option(args.ci, ev["ci"]),
@@ -106,7 +108,8 @@ def claims(args: argparse.Namespace, config: dict) -> int:
     specs = [parse_alpha_spec(s) for s in args.evals]
     grid = load_grid(specs, args.problems)
     ensembles = pd.read_csv(args.ensembles) if args.ensembles else None
-    result = measure(grid, ensembles, settings)
+    ends = endpoints(*args.endpoints) if args.endpoints else None
+    result = measure(grid, ensembles, settings, ends)
     table = result.table
     shown = table[["title", "measure", "value", "ci_lo", "ci_hi", "design_effect", "verdict", "allocation", "note"]]
     inputs = {str(p): sha256_file(p) for _, p in specs}
@@ -119,13 +122,17 @@ def claims(args: argparse.Namespace, config: dict) -> int:
         write_json(tmp / "headroom.json", result.headroom)
         result.budget_curve.to_csv(tmp / "budget_curve.csv", index=False)
         plots.plot_budget_curve(result.budget_curve, tmp / "budget_curve", ("png",))
-        (tmp / "claims.html").write_text(shown.to_html(index=False, float_format=lambda v: f"{v:+.3f}"))
+        (tmp / "claims.html").write_text(shown.to_html(index=False, float_format=lambda v: f"{v:+.3f}", na_rep="–"))
         write_json(tmp / "provenance.json", provenance(
             {**asdict(settings), "alphas": grid.alphas.tolist(), "evals": inputs,
-             "ensembles": sha256_file(args.ensembles) if args.ensembles else None}))
+             "ensembles": sha256_file(args.ensembles) if args.ensembles else None},
+            endpoints=None if ends is None else {"low": str(args.endpoints[0]), "high": str(args.endpoints[1]),
+                                                 "identical": ends.identical, "unchanged": list(ends.unchanged)}))
+    if ends is not None and ends.untestable:
+        print(f"every claim is {ends.untestable}: {ends.why}")
     for r in table.itertuples():
         chosen = f" ({r.allocation})" if isinstance(r.allocation, str) and r.allocation else ""
-        value = "–" if np.isnan(r.value) else f"{r.value:+.3f} [{r.ci_lo:+.3f}, {r.ci_hi:+.3f}]"
+        value = value_text(r.value, r.ci_lo, r.ci_hi)
         print(f"{r.title}: {value} {r.verdict}{chosen} {r.note}".rstrip())
     return 0
 

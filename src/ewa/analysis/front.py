@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from ewa.alphas import alpha_tag
+from ewa.analysis.claims import endpoints_untestable, read_claims, value_text
 
 STUDY = """\
 ewa trains one RL checkpoint per nested unit-test coverage regime from one shared initial model,
@@ -56,7 +57,7 @@ def claims_table(label: str, claims: pd.DataFrame) -> list[str]:
     lines = [f".. list-table:: {label}", "   :header-rows: 1", "", "   * - claim", "     - value [95% CI]",
              "     - verdict"]
     for r in claims.itertuples():
-        value = "–" if pd.isna(r.value) else f"{r.value:+.3f} [{r.ci_lo:+.3f}, {r.ci_hi:+.3f}]"
+        value = value_text(r.value, r.ci_lo, r.ci_hi)
         lines += [f"   * - {cell(r.title)}", f"     - {value}", f"     - {cell(str(r.verdict))}"]
     return lines + [""]
 
@@ -64,12 +65,18 @@ def claims_table(label: str, claims: pd.DataFrame) -> list[str]:
 def front_page(config: dict, claims: dict[str, Path]) -> str:
     """The front page; `claims` maps "benchmark / setting" to its `ewa claims` directory."""
     title = "ewa: correctness-efficiency frontiers of weight-averaged code RL"
-    lines = [title, "=" * len(title), "", STUDY, "", "This run", "--------", "", *describe_run(config), ""]
+    tables = {label: read_claims(Path(directory) / "claims.csv") for label, directory in claims.items()}
+    lines = [title, "=" * len(title), ""]
+    # Before the study: a run whose training did not move the weights has nothing to show, and must say so.
+    untestable = {why for why in map(endpoints_untestable, tables.values()) if why}
+    lines += [f"**No claim is testable in this run**: {cell(why)}. Every claim below reads *untestable*." for why in
+              sorted(untestable)] + ([""] if untestable else [])
+    lines += [STUDY, "", "This run", "--------", "", *describe_run(config), ""]
     lines += ["What it found", "-------------", ""]
     if claims:
         lines += ["A claim is *reproduced* only when its whole interval lies on the claimed side.", ""]
-        for label, directory in claims.items():
-            lines += claims_table(label, pd.read_csv(Path(directory) / "claims.csv"))
+        for label, table in tables.items():
+            lines += claims_table(label, table)
     else:
         lines += ["The claims need alphas 0 and 1 in the grid; this run has none to test.", ""]
     lines += ["Where to look", "-------------", ""]

@@ -52,7 +52,8 @@ def train(args: argparse.Namespace, config: dict) -> int:
     record = train_regime(args.init, args.problems, regime, settings, args.out, config["seed"],
                           config["sandbox"], args.calibration)
     if record:
-        print(json.dumps({"regime": regime["name"], "global_step": record["global_step"]}))
+        print(json.dumps({"regime": regime["name"], "global_step": record["global_step"],
+                          "weights_changed": record["weights_changed"]}))
     return 0
 
 

@@ -80,14 +80,32 @@ def grpo_config(s: dict, work_dir: Path, seed: int, world_size: int = 1):
         shuffle_dataset=True,
         disable_dropout=True,
         use_cpu=not torch.cuda.is_available(),
-        bf16=bool(s["bf16"]),  # left unset, TRL turns bf16 on, which fails on CPU
+        bf16=bool(s["bf16"]),  # left unset, TRL turns bf16 on (autocast, on the CPU too): the miniature is fp32
         **checkpointing_arg(bool(s["gradient_checkpointing"])),
-        model_init_kwargs={"dtype": "bfloat16" if s["bf16"] else "float32"},
+        # fp32 parameters even for bf16 training: bf16 is the compute precision (autocast; FSDP2's and DeepSpeed's
+        # bf16 mixed precision), never the storage of what AdamW updates. In bf16 weights an update of lr 1e-6 is
+        # far below half a bf16 step, so it rounds away. DeepSpeed casts the loaded model to bf16 itself and keeps
+        # fp32 master weights in its optimizer; accelerate's FSDP2 upcasts to fp32 anyway. TRL loads the
+        # reference model with the same kwargs.
+        model_init_kwargs={"dtype": "float32"},
         use_vllm=bool(s["use_vllm"]),
         **vllm,
     )
+    check_master_weights(s)
     kwargs.update(s["trl"])  # explicit passthrough wins over the derived values
     return GRPOConfig(**kwargs)
+
+
+def check_master_weights(s: dict) -> None:
+    """Refuse a passthrough that would load the trained parameters in 16 bits: without DeepSpeed (one process,
+    DDP, FSDP1) AdamW would then keep 16-bit weights and moments and updates at the configs' learning rate
+    vanish without an error."""
+    given = s["trl"].get("model_init_kwargs") or {}
+    dtype = str(given.get("dtype", given.get("torch_dtype", "float32")))
+    if dtype.removeprefix("torch.") != "float32":  # "auto" too: it loads what the checkpoint holds (bf16)
+        raise UserError(f"grpo.trl.model_init_kwargs: dtype {dtype} would keep the trained weights and AdamW's "
+                        f"moments in 16 bits, where updates below half a step (as at learning_rate 1e-6) vanish; "
+                        f"leave it out: ewa loads float32 and grpo.bf16 trains in bf16 mixed precision")
 
 
 def check_problems(problems: list[Problem], regime: dict, path) -> None:
@@ -178,6 +196,7 @@ def train_regime(init: str | os.PathLike, problems_path: str | os.PathLike, regi
     """GRPO-train one regime from `init`; writes the HF model, metrics.csv and ewa_train.json to `out`.
     `settings` and `sandbox` are the config's validated `grpo` and `sandbox` sections."""
     s = settings
+    check_master_weights(s)  # before anything is written
     init = check_init(init)
     problems = read_problems(problems_path)
     check_problems(problems, regime, problems_path)
@@ -218,8 +237,11 @@ def train_regime(init: str | os.PathLike, problems_path: str | os.PathLike, regi
             state.wait_for_everyone()
             if resume:
                 log.info("resuming from %s", resume)
+            from ewa.train.outcome import no_signal_callback  # one line when step 1's groups (the init's) never mix
+
             trainer = GRPOTrainer(model=str(init), reward_funcs=reward, args=grpo_config(s, work, seed, world_size),
-                                  train_dataset=dataset, processing_class=tokenizer)
+                                  train_dataset=dataset, processing_class=tokenizer,
+                                  callbacks=[no_signal_callback(regime["name"])])
             check_loaded(trainer.model, init, "--init")  # TRL loads the init: nothing it filled at random
             trainer.train(resume_from_checkpoint=resume)
             final = work / "final"
@@ -236,6 +258,9 @@ def train_regime(init: str | os.PathLike, problems_path: str | os.PathLike, regi
             (tmp / "training_args.bin").unlink(missing_ok=True)  # a pickle; ewa_train.json records the settings
             tokenizer.save_pretrained(tmp)
             metrics_frame(trainer.state.log_history).to_csv(tmp / "metrics.csv", index=False)
+            from ewa.train.outcome import training_outcome  # did GRPO move the weights at all (one warning if not)
+
+            record.update(training_outcome(init, tmp, trainer.state.log_history, regime["name"]))
             write_json(tmp / "ewa_train.json", record)
         if not s["keep_work_dir"]:
             shutil.rmtree(work, ignore_errors=True)
