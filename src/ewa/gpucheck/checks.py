@@ -192,12 +192,18 @@ def memory_setting(bench: Bench, prompt_tokens: int) -> tuple[dict, int]:
     return section("grpo", s), bench.sizes.prompt_tokens or prompt_tokens
 
 
+DEFAULT_SHAPE = "qwen2.5-coder-1.5b.config.json"  # Qwen2.5-Coder-1.5B-Instruct's published architecture
+
+
 def check_memory(bench: Bench, model_config: Path | None, prompt_tokens: int) -> Outcome:
     import torch
 
     from ewa.gpucheck.memory import measure_in_child, others_on_device, plan_train
 
-    model_config = model_config or bench.init() / "config.json"
+    # On a card, the shape whose step was measured for issue [T] (random init, nothing downloaded): a tiny
+    # model's step is the CUDA context, which says nothing about the plan's terms
+    default = Path(__file__).with_name(DEFAULT_SHAPE) if bench.device == "cuda" else bench.init() / "config.json"
+    model_config = model_config or default
     grpo, prompt = memory_setting(bench, prompt_tokens)
     cuda = bench.device == "cuda"
     card_gb = torch.cuda.get_device_properties(0).total_memory / 1e9 if cuda else 80.0  # nominal H100 off a GPU

@@ -31,8 +31,8 @@ def add_gpu_check_arguments(p: argparse.ArgumentParser) -> None:
                         "else one built now without SFT)")
     p.add_argument("--model-config", metavar="PATH",
                    help="the shape whose training-step memory is measured: a config.json or a directory holding one, "
-                        "e.g. a Qwen2.5-Coder-1.5B config (default: the tiny model's); random init, nothing "
-                        "downloaded")
+                        "(default on a GPU: Qwen2.5-Coder-1.5B's, packaged; with --cpu: the tiny model's); random "
+                        "init, nothing downloaded")
     p.add_argument("--prompt-tokens", type=int, default=None, metavar="N",
                    help="prompt tokens of the measured step (default: ewa plan's assumption)")
     p.add_argument("--only", nargs="+", choices=CHECKS, metavar="CHECK",
