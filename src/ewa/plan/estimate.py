@@ -30,6 +30,7 @@ def init_plan(i: Inputs) -> RulePlan:
 def merge_plan(i: Inputs) -> RulePlan:
     """Merge jobs read both endpoints once per job and write each alpha of their chunk: one alpha per job by
     default, `alphas_per_job` (set-resources.merge in the profile) to read them once per chunk."""
+    from ewa.merge.blend import LANES
     from ewa.merge.stream import GPU_BLOCKS
 
     res = i.profile.of("merge")
@@ -40,13 +41,18 @@ def merge_plan(i: Inputs) -> RulePlan:
     size = i.arch.weight_bytes(weight_width(i.config))
     plan = RulePlan("merge", jobs + len(points), res.gpus, res.gpu_mem_gb, disk_gb=gb((alphas + len(points)) * size))
     if res.gpus:
-        block, buffers = GPU_BLOCKS  # the write ring, plus fp32 copies of one block of each input and the blend
-        terms = {"ring buffers": block * buffers, "fp32 block": 3 * block * 2, "CUDA": CUDA_RUNTIME_GB * GB}
+        # ewa.merge.blend.DeviceBlend, per block of a tensor: each input's raw bytes in every staging lane, their
+        # float32 widening, the deltas from the base (several terms), the float32 output and its rounding (the
+        # write ring is pinned host memory, not the card's)
+        block, width = GPU_BLOCKS[0], weight_width(i.config)
+        inputs = max([2, *(k + 1 for k in points)])
+        terms = {"staging lanes": LANES * inputs * block, "fp32 blocks": (2 * inputs + 1) * block * 4 / width,
+                 "rounded block": block, "CUDA": CUDA_RUNTIME_GB * GB}
         plan.memory_gb = {k: gb(v) for k, v in terms.items()}
         plan.peak_gb, plan.limit_gb = gb(sum(terms.values())), gb(i.limit("merge"))
         if sum(terms.values()) > i.limit("merge"):
             plan.refusal = memory_refusal("merge", sum(terms.values()), i.max_memory_share, res.gpu_mem_gb,
-                                          "ring buffers", "fix: set merge.device: cpu")
+                                          "fp32 blocks", "fix: set merge.device: cpu")
     plan.hours = round((max([2 + per_job, *(k + 1 for k in points)]) * size / (speed.FS_GB_S * GB) / 3600), 2)
     plan.gpu_hours = round((2 * jobs + alphas + sum(k + 1 for k in points)) * size / (speed.FS_GB_S * GB) / 3600
                            * res.gpus, 1)
