@@ -3,6 +3,8 @@ is a parameter (`bench.device`: cuda, or cpu with --cpu); the reference is alway
 same functions and compares the CPU with itself (determinism)."""
 from __future__ import annotations
 
+import contextlib
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -160,8 +162,10 @@ def check_train(bench: Bench) -> Outcome:
         torch.set_num_threads(1)
     started = time.perf_counter()
     try:
-        record = train_regime(bench.init(), bench.problems()[0], regime, settings, out, seed=bench.config["seed"],
-                              sandbox=bench.config["sandbox"])
+        # the trainer prints each step's metrics on stdout, where the checks' lines go: to the log with them
+        with contextlib.redirect_stdout(sys.stderr):
+            record = train_regime(bench.init(), bench.problems()[0], regime, settings, out,
+                                  seed=bench.config["seed"], sandbox=bench.config["sandbox"])
     except (ValueError, RuntimeError) as e:  # UserError included: the reward's sandbox did not start
         if "sandbox" in str(e):
             return Outcome("train", "FAIL", str(e), sandbox_fix(bench))
