@@ -186,13 +186,11 @@ class HFBackend(Backend):
         return out
 
     def _pad(self, ids: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Left-padded token ids and their attention mask, made on the model's device."""
-        width = max(map(len, ids), default=0)
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_ids[0]
-        tokens = [[pad] * (width - len(row)) + row for row in ids]
-        mask = [[0] * (width - len(row)) + [1] * len(row) for row in ids]
-        return (torch.tensor(tokens, dtype=torch.long, device=self.device),
-                torch.tensor(mask, dtype=torch.long, device=self.device))
+        """Left-padded token ids and their attention mask, made on the model's device (the tokenizer pads
+        lists; tensors it made would live on torch's default device)."""
+        enc = self.tokenizer.pad({"input_ids": ids}, padding=True, padding_side="left")
+        return (torch.tensor(enc["input_ids"], dtype=torch.long, device=self.device),
+                torch.tensor(enc["attention_mask"], dtype=torch.long, device=self.device))
 
     def _forward(self, tokens, mask, cache) -> torch.Tensor:
         """The next-token logits of each row after `tokens` (the cache holds what came before)."""
