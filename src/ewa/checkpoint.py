@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import re
+import threading
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -259,12 +260,14 @@ def read_cached_tensors(file: Path) -> ModelTensors | None:
 
 
 def write_cached_tensors(file: Path, expected: ModelTensors) -> None:
-    """Written under a temporary name and renamed, so concurrent jobs never read half a file; a cache that
-    cannot be written costs only the next job's time."""
+    """Written under a temporary name of its own and renamed, so concurrent jobs never read half a file and
+    the last writer wins with the same content (not ewa.io.atomic_path: its lock would fail a job whose
+    output is only a cache); a cache that cannot be written costs only the next job's time."""
     data = {"source": expected.source, "shapes": {k: list(v) for k, v in expected.shapes.items()},
             "tied": expected.tied, "ignore_missing": getattr(expected.ignore_missing, "pattern", None),
             "ignore_unexpected": getattr(expected.ignore_unexpected, "pattern", None)}
-    tmp = file.with_name(f".{file.name}.{os.getpid()}.tmp")
+    # one name per writing thread (not mkstemp: its 0600 mode would hide the entry from a shared cache's group)
+    tmp = file.with_name(f".{file.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_text(json.dumps(data))

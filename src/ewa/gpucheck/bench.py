@@ -19,7 +19,7 @@ PERTURBATION = 0.01  # the high endpoint: init + 0.01 * std * N(0, 1) per tensor
 
 @dataclass(frozen=True)
 class Sizes:
-    """How much each check does: small on the CPU, the issue's measured sizes on a GPU."""
+    """How much each check does: small on the CPU, on a GPU enough work that a difference from the CPU shows."""
     problems: int  # held-out problems sampled
     n: int  # samples per problem
     max_new_tokens: int

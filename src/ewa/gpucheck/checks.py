@@ -204,8 +204,8 @@ def check_memory(bench: Bench, model_config: Path | None, prompt_tokens: int) ->
 
     from ewa.gpucheck.memory import measure_in_child, others_on_device, plan_train
 
-    # On a card, the shape whose step was measured for issue [T] (random init, nothing downloaded): a tiny
-    # model's step is the CUDA context, which says nothing about the plan's terms
+    # On a card, a real model's shape (random init, nothing downloaded): a tiny model's step is mostly the
+    # CUDA context, which says nothing about the plan's terms
     default = Path(__file__).with_name(DEFAULT_SHAPE) if bench.device == "cuda" else bench.init() / "config.json"
     model_config = model_config or default
     grpo, prompt = memory_setting(bench, prompt_tokens)
