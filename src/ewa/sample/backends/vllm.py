@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from ewa.chat import stop_token_ids
-from ewa.checkpoint import check_loadable
+from ewa.checkpoint import cache_dir, check_loadable
 from ewa.sample.backends import Backend, Completion
 from ewa.sample.backends.replicas import EngineShare, cpu_shares, deal, gather, gpu_shares, visible_gpus
 from ewa.sample.backends.vllm_process import WorkerProcess
@@ -54,7 +54,7 @@ def vllm_available() -> bool:
 
 def worker_env() -> dict[str, str]:
     """vLLM's caches, sockets and temp files inside the work dir; anything already set wins."""
-    root = Path(os.environ.get("EWA_CACHE_DIR", ".cache/ewa")).resolve() / "vllm"
+    root = cache_dir().resolve() / "vllm"
     dirs = {"VLLM_CACHE_ROOT": root / "cache", "TMPDIR": root / "tmp",
             "TORCHINDUCTOR_CACHE_DIR": root / "inductor", "VLLM_RPC_BASE_PATH": root / "rpc"}
     if len(str(dirs["VLLM_RPC_BASE_PATH"])) > RPC_PATH_MAX:
