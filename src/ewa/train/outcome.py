@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,8 +91,8 @@ def first_step_warning(logs: dict, regime: str) -> str | None:
     if share is None or share < 1:
         return None
     return (f"regime {regime}: no group of GRPO's first step had mixed rewards "
-            f"(mean reward {logs.get('reward', 0):.3f}; those are the init's own samples): the gradient is 0 until one does (`ewa signal` measures this "
-            "before training)")
+            f"(mean reward {logs.get('reward', 0):.3f}; those are the init's own samples): the gradient is 0 "
+            "until one does (`ewa signal` measures this before training)")
 
 
 def no_signal_callback(regime: str):
@@ -163,7 +164,5 @@ def warn_if_untestable(low: str | os.PathLike, high: str | os.PathLike, what: st
     """The merge job's check: one warning line (stderr, the job's log) when the endpoints cannot differ."""
     state = endpoints(low, high)
     if state.untestable:
-        import sys
-
         print(f"{what}: warning: {state.why} ({low}, {high})", file=sys.stderr)
     return state

@@ -87,7 +87,7 @@ def estimate(init: str, problems_path: str, regimes: list[dict], config: dict, p
         samples = sample_file(chosen, "reasoning", sampling, str(init), tmp / "samples.jsonl", workers=workers)
         records = [r for _, r in read_jsonl(samples)]
         by_id = {p.id: p for p in chosen}
-        signals, judged_by = {}, None
+        signals = {}
         with sandbox_from_config(config["sandbox"], calibration=calibration, workers=workers) as sandbox:
             judged_by = sandbox.info()
             for regime in regimes:
@@ -96,11 +96,9 @@ def estimate(init: str, problems_path: str, regimes: list[dict], config: dict, p
                 groups: dict[str, list[float]] = {}
                 for r, value in zip(records, rewards, strict=True):
                     groups.setdefault(r["problem_id"], []).append(value)
-                signals[regime["name"]] = {**group_signal(groups),
-                                           "verdicts": {key.split("/", 1)[1]: v for key, v in reward.history[-1].items()
-                                                        if key.startswith("verdicts/")}}
-                signals[regime["name"]]["warning"] = warning(regime["name"], signals[regime["name"]], k,
-                                                             grpo["prompts_per_step"])
+                s = {**group_signal(groups), "verdicts": {key.split("/", 1)[1]: v for key, v in
+                                                          reward.history[-1].items() if key.startswith("verdicts/")}}
+                signals[regime["name"]] = {**s, "warning": warning(regime["name"], s, k, grpo["prompts_per_step"])}
         record = provenance({"grpo": grpo, "sample": config["sample"], "regimes": regimes, "seed": seed},
                             init=str(init), init_fingerprint=init_fingerprint(init), problems=str(problems_path),
                             problems_sha256=sha256_file(problems_path), prompts=[p.id for p in chosen], k=k,
