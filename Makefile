@@ -9,17 +9,23 @@ export TRANSFORMERS_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: demo test setup dry-run lint report science clean slurm-localhost docker-sandbox vllm-smoke setup-gpu
+.PHONY: demo test setup real-model dry-run lint report science clean slurm-localhost docker-sandbox vllm-smoke setup-gpu
 
 demo: $(STAMP)
 	bash scripts/unlock-if-stale.sh
 	$(BIN)/snakemake --profile profiles/local --cores $(CORES)
 	$(BIN)/snakemake --profile profiles/local --report results/report.html
 
-test: $(STAMP)
-	$(BIN)/pytest -q --durations=20
+# One pytest worker per core, each module whole on one worker (tests/conftest.py); the slowest 25 are listed.
+test: $(STAMP) real-model
+	$(BIN)/pytest -q -n $(CORES) --dist loadgroup --durations=25
 
-setup: $(STAMP)
+setup: $(STAMP) real-model
+
+# The published model of the suite and configs/smoke-real-model.yaml, fetched and converted once
+# (scripts/real_model.py); the demo does not need it. Offline, its tests fetch it again and fail.
+real-model: $(STAMP)
+	$(BIN)/python scripts/real_model.py >/dev/null || echo "setup: warning: the real model was not fetched (scripts/real_model.py)" >&2
 
 $(STAMP): pyproject.toml scripts/setup.sh
 	bash scripts/setup.sh
@@ -38,17 +44,18 @@ report: $(STAMP)
 # (results/seed<N>/), so seeds run side by side under a profile and a killed run resumes; a control runs in
 # results/controls/NAME/. First the seeds' registration is checked (docs/registry.yaml, scripts/register.py);
 # last scripts/science.py writes the tables and figures into docs/results.md and records the report.
+# The study runs first: it builds the report's one init (science.init_seed) and its calibration, which the
+# controls read from results/ (science.init_from, sandbox.calibration; a control whose change is the SFT mix
+# builds its own init from the same seed) and refuse to plan without.
 CONTROLS := same-regimes no-wrong
-# Seeds run side by side: two single-threaded SFT jobs use two cores better than one two-threaded job.
-SCIENCE_THREADS := --set-threads init=1
 science: $(STAMP)
 	$(BIN)/python scripts/register.py --check configs/science.yaml $(foreach c,$(CONTROLS),configs/control-$(c).yaml)
 	bash scripts/unlock-if-stale.sh
-	$(BIN)/snakemake science_all --profile profiles/local --cores $(CORES) $(SCIENCE_THREADS) --configfile configs/science.yaml
+	$(BIN)/snakemake science_all --profile profiles/local --cores $(CORES) --configfile configs/science.yaml
 	for c in $(CONTROLS); do \
 	  mkdir -p results/controls/$$c && bash scripts/unlock-if-stale.sh results/controls/$$c && \
 	  $(BIN)/snakemake science_all --profile profiles/local --cores $(CORES) --snakefile $(CURDIR)/Snakefile \
-	    --directory results/controls/$$c --configfile $(CURDIR)/configs/control-$$c.yaml $(SCIENCE_THREADS) || exit 1; \
+	    --directory results/controls/$$c --configfile $(CURDIR)/configs/control-$$c.yaml || exit 1; \
 	done
 	$(BIN)/python scripts/science.py --page docs/results.md --registry docs/registry.yaml \
 	  $(foreach s,reasoning agentic,results/science/mini/$(s)) \

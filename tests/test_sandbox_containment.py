@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import sandbox_settings
+from helpers import private_uid, sandbox_settings
 
 import ewa
 from ewa.cli import main as ewa_main
@@ -234,7 +234,7 @@ def test_explicit_process_warns_once_per_process():
               "s = section('sandbox')\n"
               "settings = SandboxSettings(python=s['python'], docker_image=s['docker_image'])\n"
               "for _ in range(3):\n"
-              "    with Sandbox(settings, backend='process', workers=1, time_factor=1.0, uid=65000) as sb:\n"
+              f"    with Sandbox(settings, backend='process', workers=1, time_factor=1.0, uid={private_uid()}) as sb:\n"
               "        assert sb.run_code('print(1)').stdout == '1\\n'\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
                          env={**os.environ, "PYTHONPATH": str(PROJECT / "src")})

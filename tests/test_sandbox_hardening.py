@@ -7,6 +7,8 @@ import platform
 
 import pytest
 
+from helpers import private_uid
+
 from ewa.problems import Problem, make_test
 from ewa.verdicts import AC, CE, MLE, TLE
 
@@ -83,7 +85,7 @@ def probe_code() -> str:
 
 @pytest.mark.parametrize("backend", ["bwrap", "process"])
 def test_seccomp_refuses_namespaces_mounts_tracing_and_kernel_interfaces(sandbox_factory, backend):
-    sb = sandbox_factory(backend, workers=1, uid=65000 if backend == "process" else None)
+    sb = sandbox_factory(backend, workers=1, uid=private_uid() if backend == "process" else None)
     run = sb.run_code(probe_code())
     assert run.status == "ok", run.stderr
     lines = dict(line.split(" ", 1) for line in run.stdout.splitlines())
@@ -96,7 +98,7 @@ def test_seccomp_refuses_namespaces_mounts_tracing_and_kernel_interfaces(sandbox
 
 @pytest.mark.parametrize("backend", ["bwrap", "process"])
 def test_ordinary_programs_still_thread_fork_and_spawn_under_the_filter(sandbox_factory, backend):
-    sb = sandbox_factory(backend, workers=1, uid=65000 if backend == "process" else None)
+    sb = sandbox_factory(backend, workers=1, uid=private_uid() if backend == "process" else None)
     run = sb.run_code(ORDINARY)
     assert (run.status, run.stdout) == ("ok", "thread; fork 7; subprocess; 2\n"), run.stderr
 

@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 
-from helpers import sandbox_settings
+from helpers import private_uid, sandbox_settings
 
 from ewa.problems import Problem, make_test
 from ewa.sandbox import Sandbox, default_backend
@@ -73,7 +73,7 @@ def sb(request):
         pytest.skip("no Docker engine with ewa-sandbox:latest (make docker-sandbox builds it)")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        uid = 65000 if request.param == "process" else None
+        uid = private_uid() if request.param == "process" else None
         with Sandbox(sandbox_settings(), backend=request.param, workers=1, time_factor=1.0, uid=uid) as sandbox:
             yield sandbox
 

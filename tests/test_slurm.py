@@ -141,11 +141,13 @@ def compared_files(results: Path) -> set[str]:
 
 
 @pytest.mark.slow
-def test_reduced_pipeline_on_slurm_matches_local_run(cluster, finished, tmp_path):
+def test_reduced_pipeline_on_slurm_matches_local_run(cluster, request, tmp_path):
     """The reduced pipeline as SLURM jobs reproduces the local run (`finished`, tests/conftest.py)."""
-    local, slurm = finished, tmp_path / "slurm"
+    slurm = tmp_path / "slurm"
     run = snakemake("--snakefile", ROOT / "Snakefile", "--configfile", REDUCED, "--directory", slurm,
                     "--profile", CLUSTER_PROFILE, "--workflow-profile", "none", timeout=1200)
+    # Asked for only now: under xdist another worker builds the local run meanwhile.
+    local = request.getfixturevalue("finished")
 
     # Every job went through sbatch, grouped as profiles/slurm-localhost says.
     assert "submitted with SLURM jobid" in run.stderr
