@@ -106,20 +106,32 @@ rule approaches:
         "--out-dir results/seed{wildcards.seed}/approaches/{wildcards.benchmark}/{wildcards.setting} > {log} 2>&1"
 
 
+def science_rule_config(wildcards):
+    """science_config with sample.n: the withdrawal rule (science.withdraw_if) checks every evaluation
+    judged sample.n samples of every problem."""
+    return as_json({**json.loads(science_config(wildcards)), "sample": {"n": config["sample"]["n"]}})
+
+
+# Every partition's preflight record: the withdrawal rule reads each one's containment probe.
+RUN_PREFLIGHTS = sorted({preflight_record(r) for r in PREFLIGHT_RULES})
+
+
 # The claims over the science seeds (`make science`): every seed is its own replicate in the DAG, and each
 # must be registered for this report in the registry, its outputs made at the registered commit and config.
+# Before any claim is rendered every seed is checked against the withdrawal rule (science.withdraw_if).
 rule science:
     input:
         claims=science_seed_dirs("claims"),
         approaches=science_seed_dirs("approaches"),
         premise=science_seed_dirs("approaches", "premise.csv"),
         frontier_plot=f"results/seed{config['science']['seeds'][0]}/frontier/{{benchmark}}/{{setting}}/frontier.png",
+        preflight=RUN_PREFLIGHTS,
     output:
         *[f"results/science/{{benchmark}}/{{setting}}/{name}" for name in SCIENCE_FILES if name != "seeds.png"],
         report("results/science/{benchmark}/{setting}/seeds.png", caption="../report/science.rst",
                category="Claims", subcategory="seeds: {benchmark} / {setting}"),
     params:
-        config=science_config,
+        config=science_rule_config,
         claims=parent_dirs("claims"),
         approaches=parent_dirs("approaches"),
         registry=REGISTRY,
@@ -130,7 +142,7 @@ rule science:
     shell:
         "ewa science --config {params.config:q} --claims {params.claims} --approaches {params.approaches} "
         "--frontier-plot {input.frontier_plot} --benchmark {wildcards.benchmark} --setting {wildcards.setting} "
-        "--registry {params.registry:q} --out-dir results/science/{wildcards.benchmark}/{wildcards.setting} > {log} 2>&1"
+        "--preflight {input.preflight} --registry {params.registry:q} --out-dir results/science/{wildcards.benchmark}/{wildcards.setting} > {log} 2>&1"
 
 
 # The report's front page (its workflow description): the study, this run's config, its claims.

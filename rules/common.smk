@@ -137,16 +137,20 @@ def sandbox_config(wildcards):
     return job_config(wildcards, sandbox=config["sandbox"])
 
 
-def init_config(wildcards):
+def init_sections():
     """The init's slice. A model directory is used as it is: only its path reaches the job, with the SFT
     that model.sft turns on explicitly (ewa.config). The sandbox runs the programs of the tool-use and
     agentic SFT traces."""
     model = config["model"]
     if model["init"] == "tiny":
-        return job_config(wildcards, model=model, sandbox=config["sandbox"])
+        return {"model": model, "sandbox": config["sandbox"]}
     if not model["sft"]["steps"]:
-        return job_config(wildcards, model={"init": model["init"]})
-    return job_config(wildcards, model={"init": model["init"], "sft": model["sft"]}, sandbox=config["sandbox"])
+        return {"model": {"init": model["init"]}}
+    return {"model": {"init": model["init"], "sft": model["sft"]}, "sandbox": config["sandbox"]}
+
+
+def init_config(wildcards):
+    return job_config(wildcards, **init_sections())
 
 
 def train_config(wildcards):
@@ -193,7 +197,11 @@ def gpus(wildcards, resources):
 
 
 def calibration_input(wildcards):
-    return ["results/calibration.json"] if config["sandbox"]["calibrate"] else []
+    """The calibration every job scales time limits by: this run's (rule calibrate), or the one
+    sandbox.calibration names (the study's, for a control); none with `sandbox.calibrate: false`."""
+    if not config["sandbox"]["calibrate"]:
+        return []
+    return [config["sandbox"].get("calibration") or "results/calibration.json"]
 
 
 def calibration_flag(wildcards, input):
@@ -202,9 +210,61 @@ def calibration_flag(wildcards, input):
     return f"--calibration {input.calibration}" if input.calibration else ""
 
 
+def init_dir(seed):
+    """The init a seed's GRPO runs and merges start from: another run's (science.init_from), the experiment's
+    one init (science.init_seed, rule shared_init), or the seed's own (results/seed<N>/init, the demo's)."""
+    science = config["science"]
+    if science.get("init_from"):
+        return science["init_from"]
+    if science.get("init_seed") is not None:
+        return f"results/init/seed{science['init_seed']}/model"
+    return f"results/seed{seed}/init"
+
+
+def train_init(wildcards):
+    return init_dir(wildcards.seed)
+
+
 def source_dir(seed, source):
-    """The model directory of a family's source: the shared init or a regime's checkpoint."""
-    return f"results/seed{seed}/init" if source == INIT else f"results/seed{seed}/checkpoints/{source}"
+    """The model directory of a family's source: the init or a regime's checkpoint."""
+    return init_dir(seed) if source == INIT else f"results/seed{seed}/checkpoints/{source}"
+
+
+def shared_input_error(config):
+    """What another run made and this config names, when it cannot be used, as one line (None if it can):
+    the calibration file, and the init, whose ewa_init.json must name this config's init seed and model
+    section, so a control starts from the study's init or from none."""
+    from ewa.config import section
+    from ewa.init.build import PROVENANCE_FILE
+    from ewa.sandbox.calibrate import read_calibration
+
+    if path := config["sandbox"].get("calibration"):
+        if not os.path.isfile(path):
+            return f"config: key 'sandbox.calibration': {path}: no such file (run the experiment that measures it)"
+        try:
+            read_calibration(path)
+        except ValueError as e:
+            return f"config: key 'sandbox.calibration': {e}"
+    if not (path := config["science"].get("init_from")):
+        return None
+    key, seed = "config: key 'science.init_from'", config["science"]["init_seed"]
+    if not os.path.isdir(path):
+        return f"{key}: {path}: no such directory (run the experiment that builds it first)"
+    try:
+        record = json.loads((Path(path) / PROVENANCE_FILE).read_text())
+    except (OSError, ValueError):
+        return f"{key}: {path}: no readable {PROVENANCE_FILE}, so not an init `ewa init` built"
+    if record.get("seed") != seed:
+        return f"{key}: {path} was built with seed {record.get('seed')}, not science.init_seed {seed}"
+    built, expected = record.get("config") or {}, {**section("model", init_sections()["model"]), "seed": seed}
+    if differ := sorted(k for k in set(built) | set(expected) if built.get(k) != expected.get(k)):
+        return (f"{key}: {path} was built from another model section (model.{', model.'.join(differ)} differ "
+                "from this config's)")
+    return None
+
+
+if shared_error := shared_input_error(config):
+    raise WorkflowError(shared_error)
 
 
 def off_line_point(wildcards):

@@ -4,7 +4,7 @@
 rule train:
     input:
         preflight=preflight_record("train"),
-        init="results/seed{seed}/init",
+        init=train_init,  # the seed's own init, or the experiment's one (science.init_seed)
         problems="results/seed{seed}/data/_train/problems.jsonl",
         calibration=calibration_input,
     output:

@@ -1,6 +1,7 @@
-"""Register each config's `science.seeds` for the next report in docs/registry.yaml, at this checkout's
-commit and the config's sha256; or, with --check, refuse in one line (exit 1) to start a run whose seeds
-are not registered at this code and config (`make science` checks before its first job).
+"""Register each config's `science.seeds` (and its shared init's `science.init_seed`) for the next report in
+docs/registry.yaml, at this checkout's commit and the config's sha256; or, with --check, refuse in one line
+(exit 1) to start a run whose seeds are not registered at this code and config (`make science` checks before
+its first job).
 
     python scripts/register.py config.yaml configs/control-*.yaml     # then commit docs/registry.yaml
     python scripts/register.py --check config.yaml configs/control-*.yaml
@@ -24,6 +25,15 @@ def experiment_name(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
+def one_init_seed(experiments: dict[str, dict]) -> None:
+    """A report's runs (a study and its controls) start from one init: the configs registered together name
+    one init seed, or none does."""
+    named = {name: c["science"].get("init_seed") for name, c in experiments.items()}
+    if len(set(named.values())) > 1:
+        raise RegistryError("registry: the configs of one report name different science.init_seed values ("
+                            + ", ".join(f"{n}: {s}" for n, s in named.items()) + "); its runs start from one init")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("configs", type=Path, nargs="+", help="experiment config files (their science.seeds)")
@@ -32,6 +42,7 @@ def main() -> None:
     args = p.parse_args()
     try:
         experiments = {experiment_name(path): load(path) for path in args.configs}
+        one_init_seed(experiments)
         code = code_version()
         if code["commit"] is None:
             raise RegistryError(f"registry: {ROOT} is not the git checkout ewa runs from; nothing ties outputs to a "
@@ -45,7 +56,8 @@ def main() -> None:
             raise RegistryError(f"registry: uncommitted changes ({', '.join(changed[:3])}); commit the code "
                                 "the seeds must run at first")
         for entry in register(args.registry, experiments, code["commit"]):
-            print(f"registered {entry['experiment']}: seeds {entry['seeds']} at {entry['commit'][:10]}, "
+            init = f" from init seed {entry['init_seed']}" if "init_seed" in entry else ""
+            print(f"registered {entry['experiment']}: seeds {entry['seeds']}{init} at {entry['commit'][:10]}, "
                   f"config sha256 {entry['config_sha256'][:12]}")
         print(f"now commit {args.registry.relative_to(ROOT) if args.registry.is_relative_to(ROOT) else args.registry} "
               "(nothing else) and run make science")

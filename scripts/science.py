@@ -9,18 +9,25 @@ study's table of the same setting) from that archive alone, with their figures b
 
 With --registry, every table must have been checked against that registry by `ewa science` (its
 registration.json), and publishing moves their registrations from `next` to `reports`.
+
+A run (the study, or one control) one of whose tables `ewa science` withdrew by rule (its withdrawal.json,
+ewa.analysis.withdrawal) is withdrawn whole: every table of it is archived and rendered as withdrawn, with
+no claim, and its registration moves to `withdrawn` with the rule's reason.
 """
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import re
 import shutil
 import sys
 from pathlib import Path
 
-from ewa.analysis.archive import STUDY, archive_table, render
-from ewa.analysis.registry import RegistryError, record_report
+from ewa.analysis.archive import STUDY, archive_table, render, withdrawal_of
+from ewa.analysis.registry import record_report
+from ewa.analysis.withdrawal import record_withdrawal
+from ewa.errors import UserError
 from ewa.config import load
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,29 +51,46 @@ def control_arg(text: str) -> tuple[str, Path]:
     return name, Path(directory)
 
 
+def withdrawn_runs(runs: list[tuple[str, Path, Path]]) -> dict[str, str]:
+    """Run name -> the reason it is withdrawn: the first of its tables that `ewa science` withdrew by rule."""
+    withdrawn = {}
+    for run, science_dir, _ in runs:
+        record = withdrawal_of(science_dir)
+        if record and record["withdrawn"] and run not in withdrawn:
+            withdrawn[run] = f"{' / '.join(science_dir.parts[-2:])}: {record['reason']}"
+    return withdrawn
+
+
 def archive(args: argparse.Namespace) -> None:
-    """Check the registrations, record the report, and archive every table's per-seed files."""
+    """Check the registrations, record the report (or a run's withdrawal), and archive every table's
+    per-seed files."""
     runs = [(STUDY, d, args.config) for d in args.science_dirs]
     runs += [(f"control-{name}", d, ROOT / "configs" / f"control-{name}.yaml") for name, d in args.control]
+    withdrawn = withdrawn_runs(runs)
+    for run, reason in withdrawn.items():
+        print(f"science.py: warning: {run} withdrawn by rule: {reason}", file=sys.stderr)
     if args.registry:
-        registrations = []
-        for _, science_dir, _ in runs:
+        registrations = {}
+        for run, science_dir, _ in runs:
             registration = json.loads((science_dir / "registration.json").read_text())
             if registration.get("checked") is False:
                 sys.exit(f"science.py: {science_dir} was not checked against a registry (`ewa science --registry`); "
                          "not publishing it")
-            registrations.append(registration)
+            registrations.setdefault(json.dumps(registration, sort_keys=True), (registration, run))
         try:
-            for registration in {json.dumps(r, sort_keys=True): r for r in registrations}.values():
-                record_report(args.registry, registration)
-        except RegistryError as e:
+            for registration, run in registrations.values():
+                if run in withdrawn:
+                    record_withdrawal(args.registry, registration, withdrawn[run], datetime.date.today().isoformat())
+                else:
+                    record_report(args.registry, registration)
+        except UserError as e:  # RegistryError among them
             sys.exit(f"science.py: {e}")
     for run in {run for run, _, _ in runs}:
         shutil.rmtree(args.archive / run, ignore_errors=True)  # a table no longer published leaves the archive
     for order, (run, science_dir, config_path) in enumerate(runs):
-        archive_table(science_dir, args.archive, run, order, load(config_path))
+        archive_table(science_dir, args.archive, run, order, load(config_path), withdrawn.get(run))
         benchmark, setting = science_dir.parts[-2:]
-        if run == STUDY:  # the pipeline's own frontier plot of the first seed (not rendered from the archive)
+        if run == STUDY and run not in withdrawn:  # the first seed's frontier plot (not rendered from the archive)
             shutil.copy(science_dir / "frontier.png", args.page.parent / f"frontier-{benchmark}-{setting}.png")
 
 

@@ -24,9 +24,11 @@ from ewa.cli import main
 from ewa.config import load
 
 CONTROL_CONFIGS = sorted((ROOT / "configs").glob("control-*.yaml"))
-# What a control may change besides its one change: its own seeds, and the settings it is read in.
-CONTROL_FREEDOM = {("science", "seeds"), ("sample", "settings")}
+# What a control may change besides its one change: its own seeds, the settings it is read in, and the study's
+# calibration read from the study's run; and where its change is not the init, the study's init (init_from).
+CONTROL_FREEDOM = {("science", "seeds"), ("sample", "settings"), ("sandbox", "calibration")}
 CONTROL_CHANGE = {"same-regimes": {("regimes",)}, "no-wrong": {("model", "sft", "mix", "wrong")}}
+FROM_STUDY_INIT = {"same-regimes": {("science", "init_from")}, "no-wrong": set()}
 CONFIG_SHA = experiment_sha256(load(ROOT / "config.yaml"))
 
 
@@ -259,7 +261,8 @@ def test_each_control_is_the_science_config_with_its_one_change():
     assert not shown_by_others("configs/science.yaml") & set(study["science"]["seeds"])
     for path in CONTROL_CONFIGS:
         control = load(path)
-        assert differences(study, control) == CONTROL_CHANGE[control_name(path)] | CONTROL_FREEDOM, path.name
+        name = control_name(path)
+        assert differences(study, control) == CONTROL_CHANGE[name] | CONTROL_FREEDOM | FROM_STUDY_INIT[name], path.name
         own = set(control["science"]["seeds"])
         assert len(own) >= 2 and not shown_by_others(f"configs/{path.name}") & own
         assert control["sample"]["settings"] == ["reasoning"]
@@ -272,18 +275,36 @@ def test_each_control_is_the_science_config_with_its_one_change():
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("path", CONTROL_CONFIGS, ids=control_name)
 def test_each_control_plans_the_full_dag(path, tmp_path):
+    """In results/controls/NAME beside the study's results, as make science runs it: the study's calibration
+    (ewa calibrate) and, where the control reads it, its init as its ewa_init.json names it (a dry run reads
+    nothing else of it; tests/test_shared_init.py builds a real one)."""
     config = load(path)
     seeds, alphas = len(config["science"]["seeds"]), len(config["merge"]["alphas"])
+    workdir = tmp_path / "results" / "controls" / control_name(path)
+    workdir.mkdir(parents=True)
+    assert main(["calibrate", "--config", '{"sandbox": {"backend": "auto"}}', "--out",
+                 str(tmp_path / "results" / "calibration.json")]) == 0
+    init_seed = config["science"]["init_seed"]
+    if config["science"].get("init_from"):
+        (workdir / config["science"]["init_from"]).mkdir(parents=True)
+        ewa.io.write_json(workdir / config["science"]["init_from"] / "ewa_init.json",
+                          ewa.io.provenance({**config["model"], "seed": init_seed}, init="tiny", seed=init_seed))
     done = subprocess.run([str(BIN / "snakemake"), "science_all", "-n", "--profile", str(ROOT / "profiles" / "local"),
-                           "--snakefile", str(ROOT / "Snakefile"), "--directory", str(tmp_path), "--configfile",
+                           "--snakefile", str(ROOT / "Snakefile"), "--directory", str(workdir), "--configfile",
                            str(path)], cwd=ROOT, capture_output=True, text=True, timeout=240)
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     table = done.stdout.split("Job stats:")[1].split("total")[0]
     counts = {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
-    per_seed = {"init": 1, "tiers": 1, "train": 2, "merge": alphas, "sample": alphas, "evaluate": alphas,
+    per_seed = {"tiers": 1, "train": 2, "merge": alphas, "sample": alphas, "evaluate": alphas,
                 "frontier": 1, "claims": 1, "approaches": 1}
-    assert counts == {"preflight": 1, "calibrate": 1, "prepare": 2 * seeds, "science": 1, "science_all": 1,
+    # one init for the control's seeds: the study's, or its own where its change is the init
+    own_init = {} if config["science"].get("init_from") else {"shared_init": 1, "shared_init_prepare": 1}
+    assert counts == {"preflight": 1, "prepare": 2 * seeds, "science": 1, "science_all": 1, **own_init,
                       **{rule: n * seeds for rule, n in per_seed.items()}}
+    train = [line for line in done.stdout.splitlines() if line.startswith("Shell command:") and "ewa train --" in line]
+    assert all(f"--calibration {config['sandbox']['calibration']} " in c for c in train)
+    init = config["science"].get("init_from") or f"results/init/seed{init_seed}/model"
+    assert all(f"--init {init} " in c for c in train)
     (command,) = [line for line in done.stdout.splitlines() if line.startswith("Shell command: ewa science")]
     assert f"--registry {ROOT / 'docs' / 'registry.yaml'}" in command
     assert all(f"results/seed{s}/claims/mini/reasoning" in command for s in config["science"]["seeds"])

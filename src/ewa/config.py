@@ -150,6 +150,25 @@ def _check_consistency(config: dict, partial: bool = False) -> None:
     if tuned:
         raise ConfigError(f"config: key 'science.seeds': seed(s) {tuned} also tuned the design (science.design_seeds); "
                           "report only seeds the design never saw")
+    _check_shared_init(config["science"])
+    if config["sandbox"].get("calibration") and not config["sandbox"]["calibrate"]:
+        raise ConfigError("config: key 'sandbox.calibration': given with sandbox.calibrate false, which takes time "
+                          "limits as they are; drop one of them")
+
+
+def _check_shared_init(science: dict) -> None:
+    """The shared init's seed is its own: no report seed (a seed replicates GRPO and sampling from it) and no
+    design seed (whose init the design was tuned on)."""
+    init_seed = science.get("init_seed")
+    if init_seed is None:
+        if science.get("init_from"):
+            raise ConfigError("config: key 'science.init_from': needs science.init_seed, the seed that init was "
+                              "built with")
+        return
+    for key in ("seeds", "design_seeds"):
+        if init_seed in science[key]:
+            raise ConfigError(f"config: key 'science.init_seed': {init_seed} is also in science.{key}; the shared "
+                              "init needs a seed of its own")
 
 
 def _read(path: str | Path) -> dict:

@@ -9,6 +9,9 @@ what the tables were made from, shows.
 
     archive_table(science_dir, archive_root, run, order, config)   # one `ewa science` table
     render(archive_root, figures_dir) -> (science_section, controls_section)
+
+A table withdrawn by rule (ewa.analysis.withdrawal), or one of a run another table of which was, keeps its
+withdrawal record in run.json and no per-seed file: its claims were never read, and are not published.
 """
 from __future__ import annotations
 
@@ -17,7 +20,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ewa.analysis.science import controls_section, write_science
+from ewa.analysis import withdrawal as withdraw
+from ewa.analysis.science import controls_section, preregistration, write_science, write_withdrawn
 from ewa.io import atomic_path, write_json
 
 STUDY = "study"
@@ -45,11 +49,23 @@ def seed_dirs(summary: dict, science_dir: Path) -> list[dict[str, Path]]:
     return dirs
 
 
-def archive_table(science_dir: Path, archive_root: Path, run: str, order: int, config: dict) -> Path:
+def withdrawal_of(science_dir: Path) -> dict | None:
+    """The withdrawal rule's record of an `ewa science` table (None for tables made before the rule)."""
+    path = Path(science_dir) / withdraw.FILE
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def archive_table(science_dir: Path, archive_root: Path, run: str, order: int, config: dict,
+                  withdrawn_with: str | None = None) -> Path:
     """Copy the per-seed files behind one `ewa science` table into archive_root/run/BENCHMARK/SETTING/,
     replacing what was there; returns that directory. config: the experiment's, for the design seeds of
-    tables whose summary does not name them."""
+    tables whose summary does not name them. withdrawn_with: the reason another table of the same run was
+    withdrawn, which withdraws this one too."""
     summary = json.loads((science_dir / "summary.json").read_text())
+    withdrawal = withdrawal_of(science_dir)
+    if withdrawn_with and not (withdrawal or {}).get("withdrawn"):
+        withdrawal = {**(withdrawal or {}), "withdrawn": True, "reason": withdrawn_with}
+    withdrawn = bool((withdrawal or {}).get("withdrawn"))
     design_seeds = summary["design_seeds"] if "design_seeds" in summary else config["science"]["design_seeds"]
     demo_seed = summary["demo_seed"] if "demo_seed" in summary else config["seed"]
     registration = json.loads((science_dir / "registration.json").read_text())
@@ -57,7 +73,8 @@ def archive_table(science_dir: Path, archive_root: Path, run: str, order: int, c
     dest = archive_root / run / benchmark / setting
     with atomic_path(dest) as tmp:
         tmp.mkdir()
-        for seed, dirs in zip(seeds, seed_dirs(summary, science_dir), strict=True):
+        # a withdrawn table's claims were never read: none of its seeds' files is published
+        for seed, dirs in [] if withdrawn else zip(seeds, seed_dirs(summary, science_dir), strict=True):
             for step, names in FILES.items():
                 for name in names:
                     if (dirs[step] / name).is_file():
@@ -65,7 +82,8 @@ def archive_table(science_dir: Path, archive_root: Path, run: str, order: int, c
                         shutil.copy(dirs[step] / name, tmp / f"seed{seed}" / step / name)
         write_json(tmp / "run.json", {"run": run, "order": order, "benchmark": benchmark, "setting": setting,
                                       "seeds": seeds, "design_seeds": sorted(design_seeds), "demo_seed": demo_seed,
-                                      "registration": None if registration.get("checked") is False else registration})
+                                      "registration": None if registration.get("checked") is False else registration,
+                                      **({"withdrawal": withdrawal} if withdrawal is not None else {})})
     return dest
 
 
@@ -78,9 +96,15 @@ def tables(archive_root: Path, run: str) -> list[tuple[dict, Path]]:
 def render_table(meta: dict, directory: Path, out_dir: Path) -> str:
     """One table's markdown (and its seeds.png in out_dir), from its archived files only."""
     seeds = meta["seeds"]
+    withdrawal = meta.get("withdrawal")
+    if withdrawal is not None and withdrawal["withdrawn"]:
+        return write_withdrawn(withdrawal, [], [], False, out_dir, meta["benchmark"], meta["setting"], seeds,
+                               preregistration(seeds, meta["design_seeds"], meta["demo_seed"]), meta["registration"],
+                               meta["design_seeds"], meta["demo_seed"])
     return write_science([directory / f"seed{s}" / "claims" for s in seeds],
                          [directory / f"seed{s}" / "approaches" for s in seeds], None, out_dir, meta["benchmark"],
-                         meta["setting"], meta["design_seeds"], meta["demo_seed"], registration=meta["registration"])
+                         meta["setting"], meta["design_seeds"], meta["demo_seed"], registration=meta["registration"],
+                         withdrawal=withdrawal)
 
 
 def render(archive_root: str | Path, figures_dir: str | Path | None = None) -> tuple[str, str | None]:

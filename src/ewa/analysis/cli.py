@@ -3,10 +3,11 @@
     ewa frontier --evals alpha=-0.5:a.parquet alpha=0:b.parquet ... --problems problems.jsonl --out-dir DIR
     ewa claims --evals alpha=A:PATH ... --ensembles DIR/ensembles.csv [--problems problems.jsonl] --out-dir DIR
     ewa approaches --evals alpha=A:PATH ... --samples alpha=A:PATH ... --problems problems.jsonl --out-dir DIR
-    ewa science --claims DIR ... --approaches DIR ... --frontier-plot PNG --out-dir DIR
+    ewa science --claims DIR ... --approaches DIR ... --frontier-plot PNG [--preflight JSON ...] --out-dir DIR
     ewa front --claims BENCHMARK/SETTING=DIR ... --out front.rst
 
-`ewa science` reads `science.design_seeds` and `seed` from the config: which seeds tuned the design.
+`ewa science` reads `science.design_seeds` and `seed` from the config (which seeds tuned the design), and
+`science.withdraw_if` with `sample.n`: the withdrawal rule every seed is checked against before any claim.
 
 Each --evals/--samples item names one grid point's file as `alpha=A:PATH` (ewa.alphas). pass@k values,
 the ensemble budget and windows, the dev share, bootstrap resamples and what they resample (cluster_by),
@@ -16,6 +17,7 @@ override them.
 from __future__ import annotations
 
 import argparse
+import json
 from dataclasses import asdict
 from pathlib import Path
 
@@ -177,13 +179,27 @@ def add_science_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--registry", type=Path, default=None,
                         help="the pre-registration record (docs/registry.yaml): refuse a seed not registered for "
                              "this report, already reported, or made at another commit or config")
+    parser.add_argument("--preflight", nargs="*", type=Path, default=[],
+                        help="the run's preflight records (results/preflight/*.json): their containment probe is "
+                             "part of the withdrawal rule (science.withdraw_if.containment)")
 
 
 def science(args: argparse.Namespace, config: dict) -> int:
-    from ewa.analysis.science import write_science
+    import sys
 
-    print(write_science(args.claims, args.approaches, args.frontier_plot, args.out_dir, args.benchmark, args.setting,
-                        config["science"]["design_seeds"], config["seed"], registry=args.registry))
+    from ewa.analysis.science import write_science
+    from ewa.analysis.withdrawal import FILE
+
+    # The withdrawal rule (science.withdraw_if) and sample.n come from the config: the workflow passes both.
+    text = write_science(args.claims, args.approaches, args.frontier_plot, args.out_dir, args.benchmark,
+                         args.setting, config["science"]["design_seeds"], config["seed"], registry=args.registry,
+                         withdraw_if=config["science"]["withdraw_if"], sample_n=config["sample"]["n"],
+                         preflight=args.preflight)
+    print(text)
+    record = json.loads((args.out_dir / FILE).read_text())
+    if record["withdrawn"]:  # the report still renders, so the page says so; the run is not an error
+        print(f"ewa science: warning: {args.benchmark}/{args.setting} withdrawn by rule: {record['reason']}",
+              file=sys.stderr)
     return 0
 
 

@@ -38,6 +38,8 @@ HEADER = """\
 # next: the seeds registered for the next report, one entry per experiment config, with the commit and
 #   the config sha256 they must run at. Written by scripts/register.py; moved to reports by
 #   scripts/science.py when it publishes their tables.
+# init_seed: the seed of the experiment's one shared init (science.init_seed), which every seed of the
+#   entry starts from; the study and its controls share it. Never a seed a report has shown.
 """
 
 
@@ -68,6 +70,8 @@ def read_registry(path: str | Path) -> dict:
             seeds = entry.get("seeds") if isinstance(entry, dict) else None
             if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) for s in seeds):
                 raise RegistryError(f"registry: {path}: {name}[{i}] needs seeds, a list of integers")
+            if not isinstance(entry.get("init_seed", 0), int):
+                raise RegistryError(f"registry: {path}: {name}[{i}]: init_seed must be an integer")
     for i, entry in enumerate(registry["next"]):
         missing = [k for k in ("experiment", "commit", "config_sha256") if not entry.get(k)]
         if missing:
@@ -88,6 +92,22 @@ def shown_before(registry: dict, seed: int) -> str | None:
             if seed in entry["seeds"]:
                 at = entry.get("published") or entry.get("ran_at") or entry.get("registered_at")
                 return f"{how} ({entry.get('date') or 'undated'}" + (f", {str(at)[:7]}" if at else "") + ")"
+    return None
+
+
+def init_seed_error(registry: dict, name: str, config: dict) -> str | None:
+    """Why the experiment's shared init seed (science.init_seed) may not run, for a message; None if it may
+    or there is none. The init of seed N is what a seed-N replicate built as its own, so a seed a report
+    showed is no fresh init; an init seed is no other experiment's report seed either. Experiments that
+    share an init (a study and its controls) share its seed."""
+    init_seed = config["science"].get("init_seed")
+    if init_seed is None:
+        return None
+    if (earlier := shown_before(registry, init_seed)) is not None:
+        return f"{name}: init seed {init_seed} was {earlier}; choose an init seed no report has shown"
+    taken = [e["experiment"] for e in registry["next"] if init_seed in e["seeds"]]
+    if taken:
+        return f"{name}: init seed {init_seed} is registered as a report seed of {taken[0]}"
     return None
 
 
@@ -181,6 +201,7 @@ def record_report(registry_path: str | Path, registration: dict, date: str | Non
     registry["reports"].append({"seeds": entry["seeds"], "experiment": entry["experiment"],
                                 "date": date or datetime.date.today().isoformat(), "ran_at": entry["commit"],
                                 "published": None, "config_sha256": entry["config_sha256"],
+                                **({"init_seed": entry["init_seed"]} if "init_seed" in entry else {}),
                                 "note": entry.get("note") or ""})
     write_registry(registry_path, registry)
     return True
@@ -189,7 +210,8 @@ def record_report(registry_path: str | Path, registration: dict, date: str | Non
 def register(registry_path: str | Path, experiments: dict[str, dict], commit: str,
              date: str | None = None) -> list[dict]:
     """Register each experiment's `science.seeds` (name -> validated config) for the next report at
-    `commit`, replacing that experiment's earlier registration; RegistryError for a seed already shown."""
+    `commit`, with its shared init's seed (science.init_seed) where it has one, replacing that experiment's
+    earlier registration; RegistryError for a seed already shown."""
     registry = read_registry(registry_path)
     entries = []
     for name, config in experiments.items():
@@ -199,10 +221,16 @@ def register(registry_path: str | Path, experiments: dict[str, dict], commit: st
                 raise RegistryError(f"registry: {name}: seed {seed} was {earlier}; choose seeds no report has "
                                     "shown")
             taken = [e["experiment"] for e in registry["next"] if seed in e["seeds"] and e["experiment"] != name]
+            taken += [e["experiment"] for e in registry["next"]
+                      if seed == e.get("init_seed") and e["experiment"] != name]
             if taken:
                 raise RegistryError(f"registry: {name}: seed {seed} is registered for {taken[0]} already")
         registry["next"] = [e for e in registry["next"] if e["experiment"] != name]
-        entries.append({"experiment": name, "seeds": seeds, "commit": commit,
+        if why := init_seed_error(registry, name, config):
+            raise RegistryError(f"registry: {why}")
+        init_seed = config["science"].get("init_seed")
+        shared = {"init_seed": init_seed} if init_seed is not None else {}
+        entries.append({"experiment": name, "seeds": seeds, **shared, "commit": commit,
                         "config_sha256": experiment_sha256(config), "date": date or datetime.date.today().isoformat()})
         registry["next"].append(entries[-1])
     write_registry(registry_path, registry)
@@ -229,6 +257,12 @@ def check_ready(registry_path: str | Path, experiments: dict[str, dict], commit:
         if entry is None or sorted(entry["seeds"]) != sorted(seeds):
             raise RegistryError(f"registry: {name}: seeds {seeds} are not registered for the next report in "
                                 f"{registry_path} (scripts/register.py)")
+        init_seed = config["science"].get("init_seed")
+        if entry.get("init_seed") != init_seed:
+            raise RegistryError(f"registry: {name}: init seed {init_seed} is not the registered "
+                                f"{entry.get('init_seed')} (scripts/register.py)")
+        if why := init_seed_error(registry, name, config):
+            raise RegistryError(f"registry: {why}")
         if why := code_differs(entry["commit"], commit, Path(repo)):
             raise RegistryError(f"registry: {name}: this checkout is at {commit[:10]}, not at the registered "
                                 f"{entry['commit'][:10]} ({why})")

@@ -5,6 +5,8 @@ pipeline's own per-seed outputs: each seed's claims (paired bootstrap CIs over p
 approaches tables. With a registry (ewa.analysis.registry) every seed must be registered for this report
 and its outputs made at the registered commit and config; registration.json says which registration the
 tables answer to, and summary.json holds the figures the controls section compares (controls_section).
+Before any claim is read, every seed is checked against the withdrawal rule (ewa.analysis.withdrawal):
+a table that breaks it renders "withdrawn by rule: <reason>" and no claim value at all.
 """
 from __future__ import annotations
 
@@ -19,14 +21,23 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from ewa.alphas import alpha_tag  # noqa: E402
+from ewa.analysis import withdrawal as withdraw  # noqa: E402
 from ewa.analysis.claims import CLAIMS, ENSEMBLE_ROWS, value_text  # noqa: E402
 from ewa.analysis.registry import check as check_registry  # noqa: E402
 from ewa.io import atomic_path, write_json, write_text  # noqa: E402
 
-OUTPUT_FILES = ("science.md", "seeds.png", "frontier.png", "summary.json", "registration.json")
+OUTPUT_FILES = ("science.md", "seeds.png", "frontier.png", "summary.json", "registration.json", withdraw.FILE)
 START, END = "<!-- science:start -->", "<!-- science:end -->"
 RATES = (("opt", "TLE+MLE", "tab:red"), ("corr", "WA+RE+CE", "tab:blue"), ("ac", "AC", "tab:green"),
          ("ce", "of which CE", "tab:grey"))
+
+
+def seed_of(claims_dir: Path) -> int:
+    """A seed's number, from its claims' provenance (nothing else of the seed is read)."""
+    path = Path(claims_dir) / "provenance.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: missing (that seed's claims step has not run)")
+    return int(json.loads(path.read_text())["config"]["seed"])
 
 
 def read_run(claims_dir: Path, approaches_dir: Path) -> tuple:
@@ -296,23 +307,34 @@ def summary(claims: list[pd.DataFrame], premises: list[pd.DataFrame], seeds: lis
 def write_science(claims_dirs: list[Path], approaches_dirs: list[Path], frontier_png: Path | None, out_dir: Path,
                   benchmark: str, setting: str, design_seeds: list[int] = (), demo_seed: int = 0,
                   registry: str | Path | None = None, repo: str | Path | None = None,
-                  registration: dict | None = None) -> str:
+                  registration: dict | None = None, withdraw_if: dict | None = None, sample_n: int | None = None,
+                  preflight: list[Path] = (), withdrawal: dict | None = None) -> str:
     """Write science.md, seeds.png, frontier.png (the first seed's), summary.json and registration.json into
     `out_dir`; returns the markdown. The markdown links its figures as docs/frontier-{benchmark}-{setting}
     [-seeds].png, where scripts/science.py copies them beside docs/results.md. design_seeds, demo_seed: see
     preregistration(). registry: the pre-registration record every seed must match (ewa.analysis.registry;
     checked before anything is written), and repo the git checkout its commits are compared in; or
     registration, the record of a check already made (ewa.analysis.archive renders archived runs with it).
-    frontier_png None: no copy of the first seed's frontier plot."""
-    read = [read_run(Path(c), Path(a)) for c, a in zip(claims_dirs, approaches_dirs, strict=True)]
-    claims, per_alpha, approaches, premises, headrooms, budgets, seeds = (list(x) for x in zip(*read))
-    if len({tuple(a["alpha"]) for a in per_alpha}) > 1:
-        raise ValueError("science: the seeds' runs use different alpha grids; compare runs of one config")
+    frontier_png None: no copy of the first seed's frontier plot. withdraw_if: the withdrawal rule
+    (`science.withdraw_if`), checked on every seed before any claim is read, with sample_n (`sample.n`) and
+    the run's preflight records; or withdrawal, the record of a check already made (an archived run's)."""
+    seeds = [seed_of(Path(c)) for c in claims_dirs]
+    if len(seeds) != len(approaches_dirs):
+        raise ValueError(f"science: {len(seeds)} claims directories but {len(approaches_dirs)} approaches directories")
     registered = preregistration(seeds, list(design_seeds), demo_seed)
     if registry is not None:
         registration = check_registry(
             registry, [(s, Path(c), Path(a)) for s, c, a in zip(seeds, claims_dirs, approaches_dirs)], repo)
+    if withdraw_if is not None:
+        withdrawal = withdraw.check([Path(c) for c in claims_dirs], withdraw_if, sample_n, list(preflight))
     out_dir = Path(out_dir)
+    if withdrawal is not None and withdrawal["withdrawn"]:
+        return write_withdrawn(withdrawal, claims_dirs, approaches_dirs, frontier_png is not None, out_dir, benchmark,
+                               setting, seeds, registered, registration, sorted(design_seeds), demo_seed)
+    read = [read_run(Path(c), Path(a)) for c, a in zip(claims_dirs, approaches_dirs, strict=True)]
+    claims, per_alpha, approaches, premises, headrooms, budgets, seeds = (list(x) for x in zip(*read))
+    if len({tuple(a["alpha"]) for a in per_alpha}) > 1:
+        raise ValueError("science: the seeds' runs use different alpha grids; compare runs of one config")
     out_dir.mkdir(parents=True, exist_ok=True)
     plot(per_alpha, seeds, out_dir / "seeds.png", f"{benchmark} held-out, {setting}")
     if frontier_png is not None:
@@ -328,6 +350,7 @@ def write_science(claims_dirs: list[Path], approaches_dirs: list[Path], frontier
         "solve rate: the whole CI within ±0.05; an ensemble: a gain whose CI excludes 0, from an allocation "
         "over two or more alphas, else \"no ensemble chosen\").", "", registered, "",
         registration_text(registration), "",
+        *([withdraw.passed_text(withdrawal), ""] if withdrawal is not None else []),
         *claims_table(claims, seeds), "",
         "Ensembles per seed: an ensemble can only add problems that some alpha solves and the best single "
         "one does not (within the samples drawn); the allocation each claim used (alpha:samples) and what "
@@ -357,6 +380,45 @@ def write_science(claims_dirs: list[Path], approaches_dirs: list[Path], frontier
     record["design_seeds"], record["demo_seed"] = sorted(design_seeds), demo_seed
     write_json(out_dir / "summary.json", record)
     write_json(out_dir / "registration.json", registration or {"checked": False})
+    if withdrawal is not None:
+        withdraw.write(out_dir, withdrawal)
+    write_text(out_dir / "science.md", text + "\n")
+    return text
+
+
+def placeholder(out: Path, text: str) -> None:
+    """A figure saying why there is none: the rule outputs every figure, a withdrawn table draws no claim."""
+    fig, ax = plt.subplots(figsize=(7, 1.2))
+    ax.axis("off")
+    ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, fontsize=9)
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp, dpi=100, format="png")
+    plt.close(fig)
+
+
+def write_withdrawn(withdrawal: dict, claims_dirs, approaches_dirs, frontier: bool, out_dir: Path, benchmark: str,
+                    setting: str, seeds: list[int], registered: str, registration: dict | None, design_seeds: list[int],
+                    demo_seed: int) -> str:
+    """A table withdrawn by rule: science.md says why and shows no claim (no claim file was read), the
+    figures say withdrawn, summary.json has no claims, withdrawal.json the breaches and the files read."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    reason = withdraw.withdrawn_text(withdrawal)
+    for name in ("seeds.png",) + (("frontier.png",) if frontier else ()):
+        placeholder(out_dir / name, f"{benchmark} / {setting}: {reason}")
+    text = "\n".join([
+        f"Generated by `make science` (`ewa science`) from runs with seeds {', '.join(map(str, seeds))} on "
+        f"{benchmark} (held-out) / {setting}.", "", registered, "", registration_text(registration), "",
+        f"**This run is {reason}.** The withdrawal rule (`science.withdraw_if`, registered with the config) was "
+        "checked on every seed before any claim was read, and one breach withdraws the whole run: no claim of "
+        f"it is shown. Every breach, the bounds and the files read are in its `{withdraw.FILE}`."])
+    record = {"benchmark": benchmark, "setting": setting, "seeds": seeds, "registration": registration,
+              "withdrawn": withdrawal["reason"], "claims": [], "premise_ratio": {},
+              "inputs": {"claims": [str(Path(c).resolve()) for c in claims_dirs],
+                         "approaches": [str(Path(a).resolve()) for a in approaches_dirs]},
+              "design_seeds": design_seeds, "demo_seed": demo_seed}
+    write_json(out_dir / "summary.json", record)
+    write_json(out_dir / "registration.json", registration or {"checked": False})
+    withdraw.write(out_dir, withdrawal)
     write_text(out_dir / "science.md", text + "\n")
     return text
 
@@ -448,6 +510,11 @@ def controls_section(main: dict, controls: dict[str, dict]) -> list[str]:
             raise ValueError(f"science: control {name} is {control['benchmark']} / {control['setting']}, the "
                              f"study's table {main['benchmark']} / {main['setting']}")
         about = CONTROLS[name]
+        if main.get("withdrawn") or control.get("withdrawn"):
+            which = "this control" if control.get("withdrawn") else "the study it is compared with"
+            lines += [f"#### Control: {name}", "", f"The change: {about['change']}. Not compared: {which} was "
+                      f"withdrawn by rule: {(control.get('withdrawn') or main.get('withdrawn'))}.", ""]
+            continue
         ours, theirs = _claims_by_key(main), _claims_by_key(control)
         seeds = lambda s: ", ".join(map(str, s["seeds"]))  # noqa: E731
         lines += [f"#### Control: {name}", "",

@@ -1,8 +1,10 @@
 """GRPO (TRL's GRPOTrainer) from the shared init for one coverage regime. Every regime's run has the same
-init, seed and data order; only the reward's test tier differs.
+init, seed and data order; only the reward's test tier differs, unless a regime's seed_stream gives its run
+a seed of its own (grpo_seed: the same-regimes control's two trainings on one reward).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -140,6 +142,25 @@ def init_fingerprint(init: Path) -> dict:
             "ewa_init_sha256": sha256_file(stamp) if stamp.is_file() else None}
 
 
+def grpo_seed(seed: int, regime: dict) -> int:
+    """The seed (and data order) of one regime's run: the replicate's seed, or with the regime's seed_stream
+    a 31-bit seed drawn from both, so two regimes with one reward are two trainings in every replicate."""
+    stream = regime.get("seed_stream")
+    if stream is None:
+        return seed
+    digest = hashlib.sha256(f"ewa-grpo:{seed}:{stream}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+def init_seed(init: Path) -> int | None:
+    """The seed the init was built with (its ewa_init.json), so each run's record shows which init it shares."""
+    stamp = init / "ewa_init.json"
+    try:
+        return json.loads(stamp.read_text()).get("seed") if stamp.is_file() else None
+    except (OSError, ValueError):
+        return None
+
+
 def work_dir_for(out: Path) -> Path:
     return out.parent / f".{out.name}.work"
 
@@ -239,7 +260,8 @@ def train_regime(init: str | os.PathLike, problems_path: str | os.PathLike, regi
                 log.info("resuming from %s", resume)
             from ewa.train.outcome import no_signal_callback  # one line when step 1's groups (the init's) never mix
 
-            trainer = GRPOTrainer(model=str(init), reward_funcs=reward, args=grpo_config(s, work, seed, world_size),
+            trainer = GRPOTrainer(model=str(init), reward_funcs=reward,
+                                  args=grpo_config(s, work, grpo_seed(seed, regime), world_size),
                                   train_dataset=dataset, processing_class=tokenizer,
                                   callbacks=[no_signal_callback(regime["name"])])
             check_loaded(trainer.model, init, "--init")  # TRL loads the init: nothing it filled at random
@@ -249,7 +271,8 @@ def train_regime(init: str | os.PathLike, problems_path: str | os.PathLike, regi
         if not trainer.accelerator.is_main_process:
             return {}
         record = provenance(
-            s, regime=regime, seed=seed, init=str(init), problems=str(problems_path),
+            s, regime=regime, seed=seed, grpo_seed=grpo_seed(seed, regime), init=str(init), init_seed=init_seed(init),
+            problems=str(problems_path),
             problems_sha256=fingerprint["problems_sha256"], sandbox=judged_by, init_fingerprint=fingerprint["init"],
             global_step=trainer.state.global_step, resumed_from=resume,
         )
