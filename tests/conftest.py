@@ -116,8 +116,8 @@ def pytest_terminal_summary(terminalreporter):
 
 # -- running side by side (pytest-xdist, `make test`) ------------------------------------------------
 
-# Each module runs whole on one worker, so its module and session fixtures (a trained model, a started
-# sandbox) are built once. The longest modules go first: the last ones to start are then short, and
+# `make test` sends each module whole to one worker (--dist loadfile), so its module and session fixtures
+# (a trained model, a started sandbox) are built once. The longest modules go first: the last ones to start are then short, and
 # both workers finish together. Seconds on 2 cores, measured with `--durations=0` (docs/benchmarks.md).
 LONGEST_FIRST = ("test_slurm", "test_pipeline", "test_gpu_install", "test_real_model", "test_capabilities",
                  "test_outcome", "test_humaneval_reference", "test_gpu_check", "test_mini_sandbox",
@@ -125,10 +125,6 @@ LONGEST_FIRST = ("test_slurm", "test_pipeline", "test_gpu_install", "test_real_m
 
 
 def pytest_collection_modifyitems(config, items):
-    def module(item) -> str:
-        return Path(str(item.fspath)).stem
-
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(module(item)))
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(module(item), len(rank)))  # stable: the order within a module holds
+    # stable: the order within a module holds
+    items.sort(key=lambda item: rank.get(Path(str(item.fspath)).stem, len(rank)))

@@ -386,3 +386,18 @@ def test_model_states_follow_what_each_shipped_path_holds(accelerate_config, hel
     gb = train["memory_gb"]
     got = tuple(gb.get(k, 0) for k in ("weights", "gradients", "optimizer", "reference"))
     assert got == tuple(round(n * 7_615_616_512 / 8 / 1e9, 1) for n in held)
+
+
+@pytest.mark.parametrize("entry", [
+    {"format": "mini", "split": "heldout", "small_inputs": 0.5},  # the demo's benchmark
+    {"format": "mini", "split": "heldout", "difficulty": ["easy"], "limit": 20},
+    {"format": "mini", "split": "train", "limit": 8},
+])
+def test_the_bundled_mini_set_is_counted_as_built_without_building_it(entry):
+    from ewa.data import load
+    from ewa.plan.workload import bundled
+
+    options = {"small_inputs": entry["small_inputs"]} if "small_inputs" in entry else {}
+    built = load("mini", split=entry["split"], difficulty=entry.get("difficulty"), limit=entry.get("limit"),
+                 progress=False, **options).problems
+    assert bundled(entry, seed=0) == (len(built), sum(len(p.tests) for p in built) / len(built))

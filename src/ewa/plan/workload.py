@@ -35,6 +35,13 @@ class Benchmark:
 
 
 def bundled(entry: dict, seed: int) -> tuple[int, float]:
+    if entry["format"] == "mini":  # counted from the family definitions: nothing is generated or run
+        from ewa.data.mini.build import test_counts
+
+        wanted = {d.lower() for d in entry.get("difficulty") or ()}
+        counts = [tests for difficulty, tests in test_counts(entry["split"], None, entry.get("small_inputs", 0.0))
+                  if not wanted or difficulty.lower() in wanted][:entry.get("limit")]
+        return len(counts), sum(counts) / max(1, len(counts))
     from ewa.data import load
 
     options = {"small_inputs": entry["small_inputs"]} if "small_inputs" in entry else {}

@@ -126,20 +126,33 @@ def build_problem(inst: Instance, seed: int = 0, small: bool = False) -> Problem
     )
 
 
+def planned(split: str = "all", families: Sequence[str] | None = None,
+            small_inputs: float = 0.0) -> list[tuple[Instance, bool]]:
+    """Each instance of `split` and whether it is built with small inputs only (see build)."""
+    if not 0.0 <= small_inputs <= 1.0:
+        raise ValueError(f"mini: field 'small_inputs' must be between 0 and 1, got {small_inputs!r}")
+    plan, rank = [], {}
+    for inst in instances(split, families):
+        k = rank[inst.family.name, inst.split] = rank.get((inst.family.name, inst.split), -1) + 1
+        plan.append((inst, inst.split == "heldout" and k < round(small_inputs * len(inst.family.heldout))))
+    return plan
+
+
 def build(seed: int = 0, split: str = "all", families: Sequence[str] | None = None,
           small_inputs: float = 0.0) -> list[Problem]:
     """The mini problems of `split` (train | heldout | all), deterministic in `seed`.
 
     small_inputs: the share of each family's held-out instances (the first ones) built with small
     inputs only; training instances always keep the full suite, so every regime is defined on it."""
-    if not 0.0 <= small_inputs <= 1.0:
-        raise ValueError(f"mini: field 'small_inputs' must be between 0 and 1, got {small_inputs!r}")
-    problems, rank = [], {}
-    for inst in instances(split, families):
-        k = rank[inst.family.name, inst.split] = rank.get((inst.family.name, inst.split), -1) + 1
-        small = inst.split == "heldout" and k < round(small_inputs * len(inst.family.heldout))
-        problems.append(build_problem(inst, seed, small))
-    return problems
+    return [build_problem(inst, seed, small) for inst, small in planned(split, families, small_inputs)]
+
+
+def test_counts(split: str = "all", families: Sequence[str] | None = None,
+                small_inputs: float = 0.0) -> list[tuple[str, int]]:
+    """(difficulty, tests) of every problem build() would make, in its order, without running any
+    reference solution: what `ewa plan` needs, in milliseconds instead of seconds."""
+    return [(inst.family.difficulty, SMALL_LEVELS if small else LEVELS)
+            for inst, small in planned(split, families, small_inputs)]
 
 
 def corpus_texts() -> list[str]:
