@@ -18,7 +18,7 @@ demo: $(STAMP)
 
 # One pytest worker per core, each module whole on one worker (tests/conftest.py); the slowest 25 are listed.
 test: $(STAMP) real-model
-	$(BIN)/pytest -q -n $(CORES) --dist loadfile --durations=25
+	$(BIN)/pytest -q -n $(CORES) --dist loadfile --no-loadscope-reorder --durations=25
 
 setup: $(STAMP) real-model
 

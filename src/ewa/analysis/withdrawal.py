@@ -46,6 +46,8 @@ def evals_of(claims_dir: Path) -> tuple[int, list[Path]]:
     paths = []
     for name, sha in recorded.items():
         path = Path(name)
+        if path.suffix != ".parquet":  # the inputs recorded beside them: the problems file
+            continue
         if not path.is_file():
             raise WithdrawalError(f"withdrawal rule: seed {seed}: {path}: missing (its claims were made from it); "
                                   "the rule cannot be checked")
