@@ -86,6 +86,7 @@ def test_a_limit_just_under_a_whole_second_still_ends_in_tle(sandbox, limit):
     assert verdicts == [TLE, TLE]
 
 
+@pytest.mark.serial  # a wall-clock bound: measured while nothing else runs
 def test_a_looping_program_is_ended_just_past_its_cpu_limit_not_at_the_next_second(sandbox):
     prob = problem("stdin", [("", "ok")], time_limit_s=0.3)
     looping = sandbox.judge(prob, "while True:\n    pass\n")

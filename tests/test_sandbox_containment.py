@@ -371,6 +371,7 @@ NEAR_LIMIT = {
 }
 
 
+@pytest.mark.serial  # "quiet" must be quiet: not beside the suite's other workers
 def test_verdicts_identical_quiet_and_under_4x_oversubscription():
     if not bwrap_usable():
         pytest.skip("bubblewrap is not usable here")
