@@ -234,11 +234,9 @@ def shared_input_error(config):
     """What another run made and this config names, when it cannot be used, as one line (None if it can):
     the calibration file, and the init, whose ewa_init.json must name this config's init seed and model
     section, so a control starts from the study's init or from none."""
-    from ewa.config import section
-    from ewa.init.build import PROVENANCE_FILE
-    from ewa.sandbox.calibrate import read_calibration
-
     if path := config["sandbox"].get("calibration"):
+        from ewa.sandbox.calibrate import read_calibration
+
         if not os.path.isfile(path):
             return f"config: key 'sandbox.calibration': {path}: no such file (run the experiment that measures it)"
         try:
@@ -247,6 +245,10 @@ def shared_input_error(config):
             return f"config: key 'sandbox.calibration': {e}"
     if not (path := config["science"].get("init_from")):
         return None
+    # Imported only here: ewa.init.build imports torch, two seconds on every parse of the workflow.
+    from ewa.config import section
+    from ewa.init.build import PROVENANCE_FILE
+
     key, seed = "config: key 'science.init_from'", config["science"]["init_seed"]
     if not os.path.isdir(path):
         return f"{key}: {path}: no such directory (run the experiment that builds it first)"
