@@ -186,25 +186,35 @@ def check(registry_path: str | Path, runs: list[tuple[int, Path, Path]], repo: s
                                                                           "config_sha256")}}
 
 
+def move_from_next(registry_path: str | Path, registration: dict, to: str, ran_key: str, entry, why: str) -> bool:
+    """Move a registration (as check() returned it) from `next` to section `to`, as `entry(found)` writes it
+    (`ran_key` names the commit it ran at there); False if `to` holds it already (a page published again),
+    RegistryError if it is in neither (`why` ends that line)."""
+    registry = read_registry(registry_path)
+    key = lambda e: (sorted(e["seeds"]), e.get("commit", e.get(ran_key)), e.get("config_sha256"))  # noqa: E731
+    if any(key(e) == key(registration) for e in registry[to]):
+        return False
+    found = next((e for e in registry["next"] if key(e) == key(registration)), None)
+    if found is None:
+        raise RegistryError(f"registry: seeds {registration['seeds']} at {registration['commit'][:10]} are not "
+                            f"registered in {registry_path}; {why}")
+    registry["next"].remove(found)
+    registry[to].append(entry(found))
+    write_registry(registry_path, registry)
+    return True
+
+
+def init_seed_of(entry: dict) -> dict:
+    return {"init_seed": entry["init_seed"]} if "init_seed" in entry else {}
+
+
 def record_report(registry_path: str | Path, registration: dict, date: str | None = None) -> bool:
     """Move a registration (as check() returned it) from next to reports, dated; False if it is already
     there (a page published again), RegistryError if it is in neither."""
-    registry = read_registry(registry_path)
-    key = lambda e: (sorted(e["seeds"]), e.get("commit", e.get("ran_at")), e.get("config_sha256"))  # noqa: E731
-    if any(key(e) == key(registration) for e in registry["reports"]):
-        return False
-    entry = next((e for e in registry["next"] if key(e) == key(registration)), None)
-    if entry is None:
-        raise RegistryError(f"registry: seeds {registration['seeds']} at {registration['commit'][:10]} are not "
-                            f"registered in {registry_path}; their tables cannot be published")
-    registry["next"].remove(entry)
-    registry["reports"].append({"seeds": entry["seeds"], "experiment": entry["experiment"],
-                                "date": date or datetime.date.today().isoformat(), "ran_at": entry["commit"],
-                                "published": None, "config_sha256": entry["config_sha256"],
-                                **({"init_seed": entry["init_seed"]} if "init_seed" in entry else {}),
-                                "note": entry.get("note") or ""})
-    write_registry(registry_path, registry)
-    return True
+    return move_from_next(registry_path, registration, "reports", "ran_at", lambda e: {
+        "seeds": e["seeds"], "experiment": e["experiment"], "date": date or datetime.date.today().isoformat(),
+        "ran_at": e["commit"], "published": None, "config_sha256": e["config_sha256"], **init_seed_of(e),
+        "note": e.get("note") or ""}, "their tables cannot be published")
 
 
 def register(registry_path: str | Path, experiments: dict[str, dict], commit: str,

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from ewa.analysis.registry import read_registry, write_registry
+from ewa.analysis.registry import init_seed_of, move_from_next
 from ewa.errors import UserError
 from ewa.io import sha256_file, write_json
 from ewa.verdicts import RE
@@ -188,18 +188,7 @@ def passed_text(record: dict) -> str:
 def record_withdrawal(registry_path: str | Path, registration: dict, reason: str, date: str) -> bool:
     """Move a withdrawn run's registration from next to withdrawn, with the rule's reason; False when it is
     there already (a page published again). Its seeds are then never reported."""
-    registry = read_registry(registry_path)
-    key = lambda e: (sorted(e["seeds"]), e.get("commit", e.get("registered_at")), e.get("config_sha256"))  # noqa: E731
-    if any(key(e) == key(registration) for e in registry["withdrawn"]):
-        return False
-    entry = next((e for e in registry["next"] if key(e) == key(registration)), None)
-    if entry is None:
-        raise UserError(f"registry: seeds {registration['seeds']} at {registration['commit'][:10]} are not "
-                        f"registered in {registry_path}; their withdrawal cannot be recorded")
-    registry["next"].remove(entry)
-    registry["withdrawn"].append({"seeds": entry["seeds"], "experiment": entry["experiment"], "date": date,
-                                  "registered_at": entry["commit"], "config_sha256": entry["config_sha256"],
-                                  **({"init_seed": entry["init_seed"]} if "init_seed" in entry else {}),
-                                  "note": withdrawn_text({"reason": reason})})
-    write_registry(registry_path, registry)
-    return True
+    return move_from_next(registry_path, registration, "withdrawn", "registered_at", lambda e: {
+        "seeds": e["seeds"], "experiment": e["experiment"], "date": date, "registered_at": e["commit"],
+        "config_sha256": e["config_sha256"], **init_seed_of(e), "note": withdrawn_text({"reason": reason})},
+        "their withdrawal cannot be recorded")
