@@ -17,8 +17,8 @@ demo: $(STAMP)
 	$(BIN)/snakemake --profile profiles/local --report results/report.html
 
 # Modules side by side, each whole on one pytest worker, the longest first (tests/conftest.py), one worker
-# more than cores: tests that wait on subprocesses, pipelines and SLURM polls leave room for it (the CPU is
-# 90% busy; docs/benchmarks.md). Then the timing-sensitive tests alone. The slowest of each part are listed.
+# more than cores: tests that wait on subprocesses, pipelines and SLURM polls leave room for it
+# (docs/benchmarks.md). Then the timing-sensitive tests alone. The slowest of each part are listed.
 TEST_WORKERS ?= $(shell echo $$(( $(CORES) + 1 )))
 test: $(STAMP) real-model
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not serial" --durations=25

@@ -245,9 +245,8 @@ def shared_input_error(config):
             return f"config: key 'sandbox.calibration': {e}"
     if not (path := config["science"].get("init_from")):
         return None
-    # Imported only here: ewa.init.build imports torch, two seconds on every parse of the workflow.
     from ewa.config import section
-    from ewa.init.build import PROVENANCE_FILE
+    from ewa.init import PROVENANCE_FILE
 
     key, seed = "config: key 'science.init_from'", config["science"]["init_seed"]
     if not os.path.isdir(path):

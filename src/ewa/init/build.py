@@ -10,13 +10,13 @@ from collections import Counter
 from pathlib import Path
 
 from ewa.checkpoint import check_loadable, check_loaded, check_model_dir
+from ewa.init import PROVENANCE_FILE
 from ewa.io import atomic_path, exclusive_output, provenance, sha256_file, write_json
 from ewa.problems import Problem, read_problems
 from ewa.prompts import IO_INSTRUCTIONS, PLANS, SYSTEM_PROMPT
 
 log = logging.getLogger(__name__)
 
-PROVENANCE_FILE = "ewa_init.json"
 
 
 def tokenizer_corpus(problems: list[Problem], examples: list[dict]) -> list[str]:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ewa.checkpoint import check_loadable, check_loaded, check_model_dir
 from ewa.errors import UserError
+from ewa.init import PROVENANCE_FILE
 from ewa.io import atomic_path, exclusive_output, provenance, sha256_file, write_json
 from ewa.problems import Problem, read_problems
 from ewa.runtime import checkpointing_arg
@@ -137,7 +138,7 @@ def init_fingerprint(init: Path) -> dict:
     so a copied or re-made identical init resumes, and a SLURM run records what a local run does."""
     from ewa.checkpoint import fingerprint, read_checkpoint
 
-    stamp = init / "ewa_init.json"
+    stamp = init / PROVENANCE_FILE
     return {**fingerprint(read_checkpoint(init)),
             "ewa_init_sha256": sha256_file(stamp) if stamp.is_file() else None}
 
@@ -153,8 +154,8 @@ def grpo_seed(seed: int, regime: dict) -> int:
 
 
 def init_seed(init: Path) -> int | None:
-    """The seed the init was built with (its ewa_init.json), so each run's record shows which init it shares."""
-    stamp = init / "ewa_init.json"
+    """The seed the init was built with (its provenance record), so each run's record shows which init it shares."""
+    stamp = init / PROVENANCE_FILE
     try:
         return json.loads(stamp.read_text()).get("seed") if stamp.is_file() else None
     except (OSError, ValueError):
