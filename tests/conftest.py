@@ -117,8 +117,8 @@ def pytest_terminal_summary(terminalreporter):
 # -- running side by side (pytest-xdist, `make test`) ------------------------------------------------
 
 # `make test` sends each module whole to one worker (--dist loadfile), so its module and session fixtures
-# (a trained model, a started sandbox) are built once. The longest modules go first: the last ones to start are then short, and
-# the workers finish together (the order comes from `--durations` in docs/benchmarks.md).
+# (a trained model, a started sandbox) are built once. The longest modules go first: the last ones to start
+# are then short, and the workers finish together (the order comes from `--durations`, docs/benchmarks.md).
 LONGEST_FIRST = ("test_slurm", "test_pipeline", "test_gpu_install", "test_real_model", "test_capabilities",
                  "test_outcome", "test_humaneval_reference", "test_gpu_check", "test_mini_sandbox",
                  "test_train", "test_benchmarks", "test_preflight", "test_bf16", "test_sample")
