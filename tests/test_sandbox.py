@@ -58,6 +58,7 @@ def test_compile_error_stops_after_one_test_and_names_the_error(sandbox):
     assert sandbox.judge(SUM, None).verdict == CE  # no code extracted from the completion
 
 
+@pytest.mark.serial  # the load is the test's own three spinners, not the suite's other workers too
 def test_tle_is_decided_on_cpu_time_so_load_does_not_flip_verdicts(sandbox):
     prob = problem("stdin", [("", "ok")], time_limit_s=0.6)
     burn = "import time\nwhile time.process_time() < {}:\n    pass\nprint('ok')\n"
