@@ -52,6 +52,7 @@ report: $(STAMP)
 # controls read from results/ (science.init_from, sandbox.calibration; a control whose change is the SFT mix
 # builds its own init from the same seed) and refuse to plan without.
 CONTROLS := same-regimes no-wrong
+SCIENCE_SETTINGS := reasoning tools agentic  # configs/science.yaml's sample.settings, the controls' too
 science: $(STAMP)
 	$(BIN)/python scripts/register.py --check configs/science.yaml $(foreach c,$(CONTROLS),configs/control-$(c).yaml)
 	bash scripts/unlock-if-stale.sh
@@ -62,8 +63,8 @@ science: $(STAMP)
 	    --directory results/controls/$$c --configfile $(CURDIR)/configs/control-$$c.yaml || exit 1; \
 	done
 	$(BIN)/python scripts/science.py --page docs/results.md --registry docs/registry.yaml \
-	  $(foreach s,reasoning agentic,results/science/mini/$(s)) \
-	  $(foreach c,$(CONTROLS),--control $(c)=results/controls/$(c)/results/science/mini/reasoning)
+	  $(foreach s,$(SCIENCE_SETTINGS),results/science/mini/$(s)) \
+	  $(foreach c,$(CONTROLS),$(foreach s,$(SCIENCE_SETTINGS),--control $(c)=results/controls/$(c)/results/science/mini/$(s)))
 
 clean:
 	rm -rf results logs benchmarks/out .snakemake

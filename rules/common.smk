@@ -171,7 +171,7 @@ def sample_config(wildcards):
 
 
 def evaluate_config(wildcards):
-    judging = {k: config["evaluate"][k] for k in ("early_stop", "judge_duplicates")}
+    judging = {k: config["evaluate"][k] for k in ("early_stop", "judge_duplicates", "verdict_cache")}
     return job_config(wildcards, evaluate=judging, sandbox=config["sandbox"])
 
 

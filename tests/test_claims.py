@@ -15,7 +15,7 @@ import pytest
 from helpers import (DESIGN, ROOT, alpha_specs, claims_settings, ensemble_settings, expected_rate,
                      write_approach_samples, write_design)
 
-from ewa.analysis.claims import OUTPUT_FILES, measure, read_claims, value_text, verdict
+from ewa.analysis.claims import OUTPUT_FILES, ceiling, measure, read_claims, value_text, verdict
 from ewa.analysis.ensemble import matched_budget_table
 from ewa.analysis.frontier import AlphaGrid
 from ewa.analysis.science import control_outcome
@@ -257,6 +257,29 @@ def test_ensemble_claims_need_headroom_and_a_gain_from_two_or_more_alphas():
     assert np.isnan(claims.loc["ensemble_selected", ["value", "ci_lo", "ci_hi", "design_effect"]].astype(float)).all()
     assert claims.loc["ensemble_selected", "verdict"] == "no ensemble chosen"
     assert claims.loc["ensemble_uniform", "verdict"] == "not reproduced"
+
+
+def test_cross_fitted_4b_is_scored_on_every_family_and_its_headroom_read_there():
+    P = 40
+    families = np.repeat([f"f{i}" for i in range(P // 2)], 2)
+    # alpha 0 solves 8 problems now and then, alpha 1 another 8; alpha 0.5 solves the rest: what an
+    # ensemble could add is 16 problems' worth on all 40, half that on a half test split
+    ac = np.zeros((P, 3), dtype=np.int64)
+    ac[:, 1] = 10
+    ac[:8, 1], ac[:8, 0] = 0, 3
+    ac[20:28, 1], ac[20:28, 2] = 0, 3
+    grid = make_grid([0.0, 0.5, 1.0], ac, np.zeros_like(ac), families=families)
+    room = {}
+    for folds in (0, 4):
+        ensembles = matched_budget_table(grid.n, grid.c, grid.alphas,
+                                         ensemble_settings(budgets=(10,), bootstrap=200, folds=folds), families)
+        result = measure(grid, ensembles, claims_settings(bootstrap=200, seed=0, folds=folds, min_headroom=12))
+        row = result.table.set_index("claim").loc["ensemble_selected"]
+        room[folds] = result.headroom["claims"]["ensemble_selected"]
+        assert room[folds]["n_problems"] == (20 if folds == 0 else 40)
+        assert row.verdict == ("untestable (saturated)" if folds == 0 else "reproduced"), row.note
+    assert room[0]["headroom_at_budget"] < 12 <= room[4]["headroom_at_budget"]
+    assert "of 40 held-out problems" in ceiling(room[4], 12, 10)
 
 
 def test_tied_singles_choose_the_same_alpha_and_no_ensemble():

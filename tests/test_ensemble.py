@@ -10,8 +10,9 @@ import pytest
 
 from helpers import ensemble_settings
 
-from ewa.analysis.ensemble import (best_single, budget_curve, budget_ks, dev_test_split, ensemble_pass, headroom,
-                                   matched_budget_table, optimize_allocation, preferred, uniform_allocation)
+from ewa.analysis.ensemble import (best_single, budget_curve, budget_ks, dev_choice, dev_test_split, ensemble_pass,
+                                   family_folds, headroom, matched_budget_table, optimize_allocation, preferred,
+                                   uniform_allocation)
 from ewa.analysis.metrics import pass_at_k
 
 
@@ -310,6 +311,52 @@ def test_budget_curve_is_claim_4b_at_every_budget():
     assert curve.loc[10, "headroom_at_k"] == curve.loc[10, "headroom_problems"]
     assert (curve.gain * curve.n_test_problems <= curve.headroom_at_k + 1e-9).where(curve.ensemble_chosen, True).all()
     assert budget_ks(300, budget=100) == sorted(set(budget_ks(300)) | {100}) and len(budget_ks(300)) <= 49
+
+
+def test_folds_score_every_family_once_by_choices_made_on_the_others():
+    families = np.array([f"f{i}" for i in (0, 0, 1, 2, 2, 3, 4, 4, 5, 6, 7, 7, 8, 9)])
+    folds = family_folds(families, 4, seed=2)
+    tests = [set(test.tolist()) for _, test in folds]
+    assert sorted(np.concatenate([t for _, t in folds]).tolist()) == list(range(len(families)))  # each once
+    assert sorted(len(set(families[t])) for _, t in folds) == [2, 2, 3, 3]  # whole families, dealt evenly
+    for dev, test in folds:
+        assert not set(families[dev]) & set(families[test])
+        assert sorted(np.concatenate([dev, test]).tolist()) == list(range(len(families)))
+    assert [set(t.tolist()) for _, t in family_folds(families, 4, seed=2)] == tests  # deterministic
+    assert len(family_folds(families[:3], 10, seed=0)) == 2  # at most one fold per family
+    with pytest.raises(ValueError, match="folds must be 0"):
+        ensemble_settings(folds=1)
+
+
+def test_cross_fitted_4b_stitches_each_folds_choice_on_its_own_families():
+    # alpha 0 solves the f0..f9 families, alpha 1.5 the f10..f19 ones: a fold's dev part holds both kinds
+    n, c = complementary(P=40, m=10)
+    families = np.repeat([f"f{i}" for i in range(20)], 2)
+    alphas = [-0.5, 0.5, 1.5]
+    settings = ensemble_settings(budgets=(4,), bootstrap=200, folds=5)
+    table = matched_budget_table(n, c, alphas, settings, families)
+    test = table[table.split == "test"].set_index("kind")
+    assert (test.n_problems == 40).all()  # every problem scored, against 20 with one split
+    # by hand: each fold's problems under the single alpha and allocation its other four folds chose
+    single, opt = np.zeros(40), np.zeros(40)
+    for dev, part in family_folds(families, 5, settings.seed):
+        alpha, alloc = dev_choice(n, c, 4, dev)
+        single[part] = ensemble_pass(n[part], c[part], 4 * (np.arange(3) == alpha))
+        opt[part] = ensemble_pass(n[part], c[part], alloc)
+    assert test.loc["best_single_dev", "pass_at_budget"] == pytest.approx(single.mean())
+    assert test.loc["optimized", "pass_at_budget"] == pytest.approx(opt.mean())
+    assert test.loc["optimized", "gain_vs_best_single"] == pytest.approx(opt.mean() - single.mean())
+    assert test.loc["optimized", "gain_lo"] > 0  # the complementary alphas mixed, on every family
+    curve = budget_curve(n, c, alphas, settings, families).set_index("k")
+    at = curve.loc[4]
+    assert at.allocation == test.loc["optimized", "allocation"] and at.n_test_problems == 40
+    assert at.gain == pytest.approx(test.loc["optimized", "gain_vs_best_single"])
+    # the headroom is each fold's over its own single, summed: what a 1/5 test split would see, five times over
+    parts = family_folds(families, 5, settings.seed)
+    assert at.headroom_at_k == pytest.approx(sum(
+        headroom(n[p], c[p], dev_choice(n, c, 4, d)[0], families[p], 4)["headroom_at_budget"] for d, p in parts))
+    one_split = budget_curve(n, c, alphas, ensemble_settings(budgets=(4,), bootstrap=0), families).set_index("k")
+    assert one_split.loc[4, "n_test_problems"] == 20
 
 
 def test_headroom_bounds_every_allocations_gain():

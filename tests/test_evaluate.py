@@ -228,6 +228,38 @@ def left_behind(d: Path) -> list[str]:
     return sorted(p.name for p in d.iterdir() if p.name.startswith(".") or p.name.endswith(".partial"))
 
 
+def test_a_program_another_evaluation_judged_is_read_from_the_verdict_cache(inputs, capsys):
+    burn = "import time\nwhile time.process_time() < 0.02:\n    pass\n" + SUM_OK
+    loop = "while True:\n    pass\n"
+    write_jsonl(inputs / "a.jsonl", [{"problem_id": "sum", "sample_id": 0, "code": burn},
+                                     {"problem_id": "sum", "sample_id": 1, "code": loop}])
+    write_jsonl(inputs / "b.jsonl", [{"problem_id": "sum", "sample_id": 0, "code": loop},  # judged in a.jsonl
+                                     {"problem_id": "sum", "sample_id": 1, "code": SUM_OK},  # new
+                                     {"problem_id": "add", "sample_id": 0, "code": loop},  # another problem
+                                     {"problem_id": "sum", "sample_id": 2, "code": burn}])
+    cache = inputs / "verdicts"
+    assert evaluate(inputs, "--verdict-cache", str(cache), samples="a.jsonl") == 0
+    first = pq.read_table(inputs / "results.parquet").to_pandas()
+    assert first.cached_from.isna().all() and list(first.verdict) == ["AC", "TLE"]
+    capsys.readouterr()
+    assert evaluate(inputs, "--verdict-cache", str(cache), samples="b.jsonl") == 0
+    assert "4 samples to judge, 4 distinct programs run, 2 of them judged before" in capsys.readouterr().out
+    table = pq.read_table(inputs / "results.parquet")
+    df = table.to_pandas()
+    assert list(df.verdict) == ["TLE", "AC", "TLE", "AC"]
+    # the two programs a.jsonl judged are its measurements, not new ones; the rest were run here
+    assert df.cached_from.notna().tolist() == [True, False, False, True]
+    assert "(problem sum, sample 1)" in df.cached_from[0] and "(problem sum, sample 0)" in df.cached_from[3]
+    for mine, theirs in ((0, 1), (3, 0)):
+        assert df.cpu_time_s[mine] == first.cpu_time_s[theirs] and df.tests_passed[mine] == first.tests_passed[theirs]
+    assert json.loads(table.schema.metadata[b"ewa"])["verdict_cache"] == {"dir": str(cache), "reused": 2, "judged": 2}
+    # another time factor scales the limits the verdicts were judged under: nothing is read
+    assert evaluate(inputs, "--verdict-cache", str(cache), "--time-factor", "2.0", samples="b.jsonl") == 0
+    assert "2 of them judged before" not in capsys.readouterr().out
+    assert pq.read_table(inputs / "results.parquet").to_pandas().cached_from.isna().all()
+    assert not list(cache.rglob("*.tmp"))  # entries are renamed into place whole
+
+
 def test_a_second_writer_of_the_same_output_refuses_and_the_first_completes(inputs):
     samples = write_slow_samples(inputs, 200)
     first = subprocess.Popen(evaluate_command(inputs, samples, "--chunk-size", "8"), stdout=subprocess.DEVNULL,

@@ -22,8 +22,8 @@ import pandas as pd
 from ewa.alphas import alpha_tag
 from ewa.analysis.bootstrap import (CLUSTER_BY, bootstrap_counts, design_effect, percentile_interval,
                                     resampled_means)
-from ewa.analysis.ensemble import (NO_ENSEMBLE, EnsembleSettings, best_single, budget_curve, budget_ks,
-                                   headroom)
+from ewa.analysis.ensemble import (NO_ENSEMBLE, EnsembleSettings, best_single, budget_curve, budget_ks, headroom,
+                                   is_ensemble)
 from ewa.analysis.frontier import AlphaGrid
 from ewa.train.outcome import IDENTICAL, UNCHANGED, Endpoints
 from ewa.verdicts import AC, CE, FAILURE_VERDICTS, columns
@@ -53,6 +53,7 @@ class ClaimsSettings:
     dev_fraction: float  # share of families the dev-selected single and allocation are chosen on
     budget: int  # claim 4's budget when no ensembles table gives it
     min_headroom: int  # claim 4 is testable only with at least this many problems an ensemble could add
+    folds: int = 0  # claim 4b: 0, one dev/test split; K, cross-fitting over K family folds (EnsembleSettings)
 
     def __post_init__(self):
         if self.cluster_by not in CLUSTER_BY:
@@ -190,7 +191,7 @@ def measure(grid: AlphaGrid, ensembles: pd.DataFrame | None, settings: ClaimsSet
     for c in CLAIMS:
         point, low, high, deff = values[c.key]
         why = note(c.key, rates, lo, hi)
-        single = len(chosen.get(c.key, "").split()) == 1  # a single alpha is not an ensemble
+        single = bool(chosen.get(c.key)) and not is_ensemble(chosen[c.key])  # a single alpha is not an ensemble
         if c.key in ENSEMBLE_ROWS:
             why = ceiling(room["claims"][c.key], settings.min_headroom, room["budget"])
             if single:
@@ -276,12 +277,14 @@ def ensemble_evidence(grid: AlphaGrid, ensembles: pd.DataFrame | None,
     oracle = {"split": "all", "single_alpha": None if single is None else float(grid.alphas[single]),
               **headroom(grid.n, grid.c, single, clusters, budget)}
     fit = EnsembleSettings(budgets=(budget,), windows=(), dev_fraction=settings.dev_fraction, seed=settings.seed,
-                           bootstrap=settings.bootstrap, ci=settings.ci, cluster_by=settings.cluster_by)
+                           bootstrap=settings.bootstrap, ci=settings.ci, cluster_by=settings.cluster_by,
+                           folds=settings.folds)
     curve = budget_curve(grid.n, grid.c, grid.alphas, fit, grid.families, budget_ks(int(grid.n.min()), budget))
     at = curve[curve["k"] == budget]
     if len(at):
         r = at.iloc[0]
         selected = {"split": "test", "single_alpha": None if np.isnan(r.single_alpha) else float(r.single_alpha),
+                    "single_alphas": r.single_alphas, "folds": settings.folds,
                     "n_problems": int(r.n_test_problems), "n_clusters": int(r.n_test_clusters),
                     "headroom_at_budget": float(r.headroom_at_k), "headroom_problems": int(r.headroom_problems),
                     "headroom_clusters": int(r.headroom_clusters)}
@@ -320,6 +323,8 @@ def check_split(ensembles: pd.DataFrame | None, at_budget: pd.Series, budget: in
 def ceiling(room: dict, minimum: int, budget: int) -> str:
     single = "no single alpha" if room["single_alpha"] is None else f"alpha {alpha_tag(room['single_alpha'])}"
     which = "the best single one" if room["split"] == "all" else "the dev-selected single one"
+    if room.get("folds") and room["single_alpha"] is None and "–" not in room.get("single_alphas", "–"):
+        single, which = f"alpha {room['single_alphas']}", f"each fold's dev-selected single one, over {room['folds']} folds"
     where = "problems" if room["split"] == "all" else "held-out problems"
     clusters = f"{room['headroom_clusters']} cluster{'s' * (room['headroom_clusters'] != 1)}"
     return (f"headroom at B = {budget}: at most {room['headroom_at_budget']:.1f} of {room['n_problems']} {where} "

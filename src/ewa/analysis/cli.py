@@ -70,7 +70,7 @@ def frontier(args: argparse.Namespace, config: dict) -> int:
     ensembles = EnsembleSettings(budgets=tuple(option(args.budget, [ev["budget"]])),
                                  windows=tuple(option(args.windows, ev["windows"])),
                                  dev_fraction=option(args.dev_fraction, ev["dev_fraction"]), seed=seed, bootstrap=reps,
-                                 ci=ci, cluster_by=cluster_by)
+                                 ci=ci, cluster_by=cluster_by, folds=ev["folds"])
     grid = load_grid(specs, args.problems)
     inputs = {str(p): sha256_file(p) for _, p in specs}
     if args.problems:
@@ -106,7 +106,8 @@ def claims(args: argparse.Namespace, config: dict) -> int:
     settings = ClaimsSettings(bootstrap=option(args.bootstrap, ev["bootstrap"]), ci=option(args.ci, ev["ci"]),
                               seed=option(args.seed, config["seed"]),
                               cluster_by=option(args.cluster_by, ev["cluster_by"]), dev_fraction=ev["dev_fraction"],
-                              budget=ev["budget"], min_headroom=option(args.min_headroom, ev["min_headroom"]))
+                              budget=ev["budget"], min_headroom=option(args.min_headroom, ev["min_headroom"]),
+                              folds=ev["folds"])
     specs = [parse_alpha_spec(s) for s in args.evals]
     grid = load_grid(specs, args.problems)
     ensembles = pd.read_csv(args.ensembles) if args.ensembles else None

@@ -41,6 +41,9 @@ class EnsembleSettings:
     bootstrap: int  # resamples of problems for the CIs; 0 disables them
     ci: float  # percentile interval coverage
     cluster_by: str  # what the bootstrap resamples: "family" (a problem without one is its own) or "problem"
+    # 0: one dev/test split (dev_fraction). K >= 2: cross-fitting over K family folds, each scored by the
+    # choices made on the other K - 1, so every problem is scored and none by a choice that saw its family
+    folds: int = 0
 
     def __post_init__(self):
         if self.cluster_by not in CLUSTER_BY:
@@ -49,6 +52,8 @@ class EnsembleSettings:
             raise ValueError(f"budgets must be >= 1, got {self.budgets}")
         if not 0 < self.dev_fraction < 1:
             raise ValueError(f"dev_fraction must be in (0, 1), got {self.dev_fraction}")
+        if self.folds == 1 or self.folds < 0:
+            raise ValueError(f"folds must be 0 (one dev/test split) or at least 2, got {self.folds}")
 
 
 def ensemble_pass(n: np.ndarray, c: np.ndarray, allocation) -> np.ndarray:
@@ -316,13 +321,43 @@ def _boots(clusters, settings: EnsembleSettings, seed: int):
             bootstrap_counts(len(clusters), settings.bootstrap, seed))
 
 
+def family_folds(families, k: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(choose-on, score-on) problem indices of K folds of whole families, each fold scored once by the
+    rest: families are dealt round-robin from a seeded shuffle of their sorted labels, so the folds
+    differ in size by at most one family. K is capped at the number of families."""
+    names, family_of = np.unique(np.asarray(families), return_inverse=True)
+    family_of = family_of.ravel()
+    fold_of = np.empty(len(names), dtype=np.int64)
+    fold_of[np.random.default_rng(seed).permutation(len(names))] = np.arange(len(names)) % max(1, min(k, len(names)))
+    return [(np.flatnonzero(fold_of[family_of] != f), np.flatnonzero(fold_of[family_of] == f))
+            for f in range(min(k, len(names))) if len(names) >= 2]
+
+
 def _parts(P: int, families, settings: EnsembleSettings):
-    """The dev and test problems (split by family) and every problem's bootstrap cluster."""
+    """The (dev, test) pairs (one split by family, or settings.folds folds), every problem scored by
+    them (sorted), and every problem's bootstrap cluster."""
     if families is not None and len(families) != P:
         raise ValueError(f"{len(families)} family labels for {P} problems")
     clusters = clusters_of(np.arange(P), families, settings.cluster_by)
-    dev, test = dev_test_split(np.arange(P) if families is None else families, settings.dev_fraction, settings.seed)
-    return dev, test, clusters
+    labels = np.arange(P) if families is None else families
+    if settings.folds:
+        pairs = family_folds(labels, settings.folds, settings.seed)
+    else:
+        pairs = [dev_test_split(labels, settings.dev_fraction, settings.seed)]
+    pairs = [(dev, test) for dev, test in pairs if len(dev) and len(test)]
+    test = np.sort(np.concatenate([t for _, t in pairs])) if pairs else np.zeros(0, dtype=np.int64)
+    return pairs, test, clusters
+
+
+def fold_text(parts: list[str]) -> str:
+    """One choice per fold, joined; one text when every fold made the same choice."""
+    return parts[0] if len(set(parts)) == 1 else " | ".join(parts)
+
+
+def is_ensemble(allocation: str) -> bool:
+    """Whether an allocation text ("alpha:b ...", per fold joined by " | ") puts samples on two or more
+    alphas in some fold: a single alpha is no ensemble."""
+    return any(len(part.split()) >= 2 for part in allocation.split("|"))
 
 
 def matched_budget_table(n: np.ndarray, c: np.ndarray, alphas, settings: EnsembleSettings,
@@ -340,7 +375,7 @@ def matched_budget_table(n: np.ndarray, c: np.ndarray, alphas, settings: Ensembl
     alphas = np.asarray(alphas, dtype=np.float64)
     P, A = n.shape
     budgets = settings.budgets or (int(n.min()),)
-    dev, test, clusters = _parts(P, families, settings)
+    pairs, test, clusters = _parts(P, families, settings)
     boot_all = _boots(clusters, settings, settings.seed)
     boot_test = _boots(clusters[test], settings, settings.seed + 1)
     out = []
@@ -359,8 +394,8 @@ def matched_budget_table(n: np.ndarray, c: np.ndarray, alphas, settings: Ensembl
                 row["note"] = (row["note"] + "; " if row["note"] else "") + f"budget < {len(idx)} alphas"
             rows.append(row)
         out += _finish(rows, oracle, boot_all, settings.ci)
-        if len(dev) and len(test):
-            out += _held_out(n, c, alphas, B, dev, test, boot_test, settings.ci)
+        if pairs:
+            out += _held_out(n, c, alphas, B, pairs, test, boot_test, settings.ci)
     return pd.DataFrame(out, columns=[
         "budget", "split", "kind", "ensemble", "alphas", "allocation", "n_problems", "pass_at_budget",
         "pass_at_budget_lo", "pass_at_budget_hi", "gain_vs_best_single", "gain_lo", "gain_hi",
@@ -378,31 +413,58 @@ def dev_choice(n: np.ndarray, c: np.ndarray, budget: int, dev: np.ndarray) -> tu
     return single, alloc
 
 
-def _held_out(n, c, alphas, B, dev, test, boots, ci) -> list[dict]:
+def _scored(n, c, pairs, test, allocations) -> np.ndarray | None:
+    """Per-problem pass@B of the test problems (in `test`'s order), each fold's problems under that
+    fold's allocation; None when some fold's allocation is missing or asks more samples than it has."""
+    x = np.empty(len(test))
+    where = {p: i for i, p in enumerate(test)}
+    for (_, part), alloc in zip(pairs, allocations):
+        if alloc is None or np.any(alloc > n[part].min(axis=0)):
+            return None
+        x[[where[p] for p in part]] = ensemble_pass(n[part], c[part], alloc)
+    return x
+
+
+def _held_out(n, c, alphas, B, pairs, test, boots, ci) -> list[dict]:
     A = len(alphas)
     cap = n.min(axis=0)
-    single, alloc = dev_choice(n, c, B, dev)
-    rows, dev_values = [], []
-    best_dev = None
-    if single is not None:
-        one = B * (np.arange(A) == single)
-        best_dev = _row("best_single_dev", f"best single (dev-selected) {alpha_tag(alphas[single])}", alphas,
-                        one, B, "test", n[test], c[test])
-        rows.append(best_dev)
-        dev_values.append(ensemble_pass(n[dev], c[dev], one).mean())
-    if alloc is not None:
-        rows.append(_row("optimized", "optimized (dev-selected)", alphas, alloc, B, "test", n[test], c[test]))
-        dev_values.append(ensemble_pass(n[dev], c[dev], alloc).mean())
+    choices = [dev_choice(n, c, B, dev) for dev, _ in pairs]
+    singles = [None if single is None else B * (np.arange(A) == single) for single, _ in choices]
+    allocs = [alloc for _, alloc in choices]
     uni = uniform_allocation(B, A)
-    rows.append(_row("uniform", "uniform all", alphas, uni, B, "test", n[test], c[test]))
-    dev_values.append(ensemble_pass(n[dev], c[dev], uni).mean() if np.all(uni <= cap) else np.nan)
+
+    def row(kind, name, fold_allocs):
+        x = _scored(n, c, pairs, test, fold_allocs)
+        used = sorted({i for a in fold_allocs if a is not None for i in np.flatnonzero(a)})
+        text = fold_text([" ".join(f"{alpha_tag(alphas[i])}:{a[i]}" for i in np.flatnonzero(a)) if a is not None
+                          else "–" for a in fold_allocs])
+        dev_x = [ensemble_pass(n[dev], c[dev], a) for (dev, _), a in zip(pairs, fold_allocs)
+                 if a is not None and np.all(a <= cap)]
+        over = sorted({i for a in fold_allocs if a is not None for i in np.flatnonzero(a > cap)})
+        note = "; ".join(f"not estimable: {max(a[i] for a in fold_allocs if a is not None)} samples of alpha "
+                         f"{alpha_tag(alphas[i])} > n={cap[i]}" for i in over)
+        return {"budget": B, "split": "test", "kind": kind, "ensemble": name,
+                "alphas": " ".join(alpha_tag(alphas[i]) for i in used), "allocation": text,
+                "n_problems": len(test), "note": note if x is None and note else "" if x is not None
+                else "not estimable at this budget",
+                "_x": x, "_dev": np.concatenate(dev_x).mean() if len(dev_x) == len(pairs) else np.nan}
+
+    rows, best_dev = [], None
+    if all(a is not None for a in singles):
+        tags = fold_text([alpha_tag(alphas[single]) for single, _ in choices])
+        best_dev = row("best_single_dev", f"best single (dev-selected) {tags}", singles)
+        rows.append(best_dev)
+    if all(a is not None for a in allocs):
+        rows.append(row("optimized", "optimized (dev-selected)", allocs))
+    rows.append(row("uniform", "uniform all", [uni] * len(pairs)))
+    dev_values = [r.pop("_dev") for r in rows]
     rows = _finish(rows, best_dev, boots, ci)
     for r, v in zip(rows, dev_values):
         r["dev_pass_at_budget"] = v
-        if r["kind"] == "optimized" and np.count_nonzero(alloc) == 1:  # a single alpha is no ensemble
+        if r["kind"] == "optimized" and not is_ensemble(r["allocation"]):  # a single alpha is no ensemble
             r.update(gain_vs_best_single=np.nan, gain_lo=np.nan, gain_hi=np.nan, gain_design_effect=np.nan,
                      note=f"{NO_ENSEMBLE}: the dev split put the whole budget on alpha "
-                          f"{alpha_tag(alphas[np.argmax(alloc)])}")
+                          f"{fold_text([alpha_tag(alphas[np.argmax(a)]) for a in allocs])}")
     return rows
 
 
@@ -417,36 +479,43 @@ def budget_curve(n: np.ndarray, c: np.ndarray, alphas, settings: EnsembleSetting
     """Claim 4b at every budget k (budget_ks by default): on the held-out families, pass@k of the
     dev-selected single alpha and of the dev-optimised allocation, the gain with its cluster-bootstrap
     CI (NaN when the allocation is one alpha: NO_ENSEMBLE) and the headroom over that single. The split
-    and resamples are matched_budget_table's, so the row at its budget agrees with its 'test' rows."""
+    (or folds: each fold's problems under its own choices, the headroom summed over the folds) and
+    resamples are matched_budget_table's, so the row at its budget agrees with its 'test' rows."""
     n, c = np.asarray(n, dtype=np.int64), np.asarray(c, dtype=np.int64)
     alphas = np.asarray(alphas, dtype=np.float64)
     P, A = n.shape
-    dev, test, clusters = _parts(P, families, settings)
+    pairs, test, clusters = _parts(P, families, settings)
     columns = ["k", "n_test_problems", "n_test_clusters", "single_alpha", "single_pass_at_k", "allocation",
                "ensemble_pass_at_k", "ensemble_chosen", "gain", "gain_lo", "gain_hi", "gain_design_effect",
-               "headroom_at_k", "headroom_problems", "headroom_clusters", "note"]
-    if not (len(dev) and len(test)):
+               "headroom_at_k", "headroom_problems", "headroom_clusters", "note", "single_alphas"]
+    if not pairs:
         return pd.DataFrame(columns=columns)
     boots = _boots(clusters[test], settings, settings.seed + 1)
     rows = []
     for k in ks or budget_ks(int(n.min())):
-        single, alloc = dev_choice(n, c, int(k), dev)
-        room = headroom(n[test], c[test], single, clusters[test], int(k))
-        row = {"k": int(k), "n_test_problems": len(test), "n_test_clusters": room["n_clusters"],
-               "single_alpha": np.nan if single is None else alphas[single], "single_pass_at_k": np.nan,
-               "allocation": "", "ensemble_pass_at_k": np.nan, "ensemble_chosen": False, "gain": np.nan,
-               "gain_lo": np.nan, "gain_hi": np.nan, "gain_design_effect": np.nan,
-               "headroom_at_k": room["headroom_at_budget"], "headroom_problems": room["headroom_problems"],
-               "headroom_clusters": room["headroom_clusters"],
-               "note": ""}
-        if single is None or alloc is None or np.any(alloc > n[test].min(axis=0)):
+        k = int(k)
+        choices = [dev_choice(n, c, k, dev) for dev, _ in pairs]
+        rooms = [headroom(n[part], c[part], single, clusters[part], k) for (_, part), (single, _) in zip(pairs, choices)]
+        picked = [single for single, _ in choices]
+        row = {"k": k, "n_test_problems": len(test), "n_test_clusters": sum(r["n_clusters"] for r in rooms),
+               "single_alpha": np.nan if None in picked or len(set(picked)) > 1 else alphas[picked[0]],
+               "single_pass_at_k": np.nan, "allocation": "", "ensemble_pass_at_k": np.nan,
+               "ensemble_chosen": False, "gain": np.nan, "gain_lo": np.nan, "gain_hi": np.nan,
+               "gain_design_effect": np.nan,
+               "headroom_at_k": round(sum(r["headroom_at_budget"] for r in rooms), 6),
+               "headroom_problems": sum(r["headroom_problems"] for r in rooms),
+               "headroom_clusters": sum(r["headroom_clusters"] for r in rooms), "note": "",
+               "single_alphas": fold_text(["–" if s is None else alpha_tag(alphas[s]) for s in picked])}
+        allocs = [alloc for _, alloc in choices]
+        singles = [None if s is None else k * (np.arange(A) == s) for s in picked]
+        x_single, x_ens = _scored(n, c, pairs, test, singles), _scored(n, c, pairs, test, allocs)
+        if x_single is None or x_ens is None:
             rows.append({**row, "note": "not estimable at this budget"})
             continue
-        one = k * (np.arange(A) == single)
-        x_single, x_ens = ensemble_pass(n[test], c[test], one), ensemble_pass(n[test], c[test], alloc)
         row.update(single_pass_at_k=x_single.mean(), ensemble_pass_at_k=x_ens.mean(),
-                   allocation=" ".join(f"{alpha_tag(alphas[i])}:{alloc[i]}" for i in np.flatnonzero(alloc)),
-                   ensemble_chosen=bool(np.count_nonzero(alloc) >= 2))
+                   allocation=fold_text([" ".join(f"{alpha_tag(alphas[i])}:{a[i]}" for i in np.flatnonzero(a))
+                                         for a in allocs]))
+        row["ensemble_chosen"] = is_ensemble(row["allocation"])
         if row["ensemble_chosen"]:
             X = (x_ens - x_single)[:, None]
             (gain,), (lo,), (hi,) = weighted_means(X, np.ones_like(X), None if boots is None else boots[0],
@@ -455,6 +524,7 @@ def budget_curve(n: np.ndarray, c: np.ndarray, alphas, settings: EnsembleSetting
                                   weighted_samples(X, np.ones_like(X), boots[1]))[0] if boots else np.nan)
             row.update(gain=gain, gain_lo=lo, gain_hi=hi, gain_design_effect=deff)
         else:
-            row["note"] = f"{NO_ENSEMBLE}: the dev split put the whole budget on alpha {alpha_tag(alphas[np.argmax(alloc)])}"
+            row["note"] = (f"{NO_ENSEMBLE}: the dev split put the whole budget on alpha "
+                           f"{fold_text([alpha_tag(alphas[np.argmax(a)]) for a in allocs])}")
         rows.append(row)
     return pd.DataFrame(rows, columns=columns)

@@ -52,16 +52,19 @@ def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
                         help="stop a sample at its first failing test (default: evaluate.early_stop)")
     parser.add_argument("--judge-duplicates", action=argparse.BooleanOptionalAction, default=None,
                         help="run every copy of a program sampled twice for a problem (default: evaluate.judge_duplicates)")
+    parser.add_argument("--verdict-cache", default=None, metavar="DIR",
+                        help="reuse verdicts other evaluations judged (default: evaluate.verdict_cache)")
     parser.add_argument("--chunk-size", type=int, default=None, help="samples per resumable chunk")
 
 
 def evaluate(args: argparse.Namespace, config: dict) -> int:
     from ewa.evaluate.run import CHUNK, evaluate_file
 
-    flags = {"early_stop": args.early_stop, "judge_duplicates": args.judge_duplicates}
+    flags = {"early_stop": args.early_stop, "judge_duplicates": args.judge_duplicates,
+             "verdict_cache": args.verdict_cache}
     settings = {**config["evaluate"], **{k: v for k, v in flags.items() if v is not None}}
     evaluate_file(args.problems, args.samples, args.out, sandbox_section(args, config),
-                  {k: settings[k] for k in ("early_stop", "judge_duplicates")}, tiers_path=args.tiers,
+                  {k: settings[k] for k in ("early_stop", "judge_duplicates", "verdict_cache")}, tiers_path=args.tiers,
                   calibration=args.calibration, time_factor=args.time_factor, workers=args.workers or None,
                   chunk_size=args.chunk_size or CHUNK)
     return 0

@@ -7,7 +7,9 @@ by a run on the same inputs (their content, the sandbox and the judge); the fina
 
 A program sampled several times for one problem (a small model repeats itself: half or more of the
 miniature's samples are exact copies) is run once; its copies get the same verdict and name the
-sample that was run in `duplicate_of`. `--judge-duplicates` runs every copy instead.
+sample that was run in `duplicate_of`. `--judge-duplicates` runs every copy instead. With a verdict
+cache (`--verdict-cache`, ewa.evaluate.cache) a program another evaluation already judged on the same
+problem and under the same judge is not run again either: `cached_from` names where it was judged.
 
 Each row names the judge semantics its problem was judged under (`judge`; ewa.sandbox.semantics), and
 the file's provenance records the name, version and description of every one used (`judge`). A row's
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from concurrent.futures import Future
 from pathlib import Path
 
 import pyarrow as pa
@@ -46,7 +49,7 @@ from ewa.sandbox.results import SampleResult
 from ewa.verdicts import CE, COMPILE, NO_ANSWER
 
 CHUNK = 64
-RESULT_COLUMNS = ("problem_id", "sample_id", "duplicate_of", "judge", "verdict", "ce_kind", "first_verdict",
+RESULT_COLUMNS = ("problem_id", "sample_id", "duplicate_of", "cached_from", "judge", "verdict", "ce_kind", "first_verdict",
                   "tests_passed", "tests_total",
                   "first_failed_test", "first_failed_tier", "cpu_time_s", "peak_memory_mb", "tests",
                   "backstop_kills", "float_tol", "float_error", "any_case")
@@ -131,11 +134,12 @@ def ce_kind(code: str | None, r: SampleResult) -> str | None:
     return NO_ANSWER if code is None else COMPILE
 
 
-def row(sample: dict, order: int, r: SampleResult, duplicate_of=None, first: SampleResult | None = None) -> dict:
+def row(sample: dict, order: int, r: SampleResult, duplicate_of=None, first: SampleResult | None = None,
+        cached_from: str | None = None) -> dict:
     # a sample without a `code` key (a caller building rows for programs it judged itself) had a program
     kind = ce_kind(sample.get("code", ""), r)
     out = {"_order": order, "problem_id": sample["problem_id"], "sample_id": sample["sample_id"],
-           "duplicate_of": duplicate_of, "judge": r.judge, "verdict": r.verdict, "ce_kind": kind,
+           "duplicate_of": duplicate_of, "cached_from": cached_from, "judge": r.judge, "verdict": r.verdict, "ce_kind": kind,
            "first_verdict": (first or r).verdict, "tests_passed": r.tests_passed,
            "tests_total": r.tests_total,
            "first_failed_test": r.first_failed_test, "first_failed_tier": r.first_failed_tier,
@@ -210,7 +214,8 @@ def evaluate_file(problems_path: str, samples_path: str, out: str | Path, sandbo
                   tiers_path: str | None = None, calibration: str | None = None, time_factor: float | None = None,
                   workers: int | None = None, chunk_size: int = CHUNK) -> Path:
     """Judge every sample of `samples_path`; `sandbox` and `settings` are the config's `sandbox` and
-    `evaluate` sections (early_stop, judge_duplicates). An interrupted run resumes with its time factor."""
+    `evaluate` sections (early_stop, judge_duplicates, verdict_cache: a directory or None). An interrupted
+    run resumes with its time factor."""
     from ewa.sandbox.semantics import provenance as judge_provenance
     problems = problems_by_id(problems_path)
     samples = load_samples(samples_path, problems)
@@ -222,11 +227,12 @@ def evaluate_file(problems_path: str, samples_path: str, out: str | Path, sandbo
                    "judge_duplicates": settings["judge_duplicates"], "sandbox": sandbox, "time_factor": time_factor,
                    "calibration": sha256_file(calibration) if calibration else None,
                    "judge": {name: j["version"] for name, j in judges.items()}}
+    cache_context = {k: fingerprint[k] for k in ("early_stop", "sandbox", "calibration", "judge")}
     with exclusive_output(out, what="ewa evaluate"):
         partial = Partial(out, fingerprint)
         try:
             judged_by = judge_all(samples, problems, tiers, partial, sandbox, settings, calibration, time_factor,
-                                  workers, chunk_size)
+                                  workers, chunk_size, cache_context, out)
             made_from = {"problems": str(problems_path), "samples": str(samples_path), "tiers": tiers_path,
                          "calibration": calibration, "evaluate": settings, "sandbox_config": sandbox}
             finish(out, partial, samples, provenance(made_from, **judged_by, judge=judges))
@@ -238,8 +244,9 @@ def evaluate_file(problems_path: str, samples_path: str, out: str | Path, sandbo
 
 
 def judge_all(samples, problems, tiers, partial: Partial, sandbox: dict, settings: dict, calibration, time_factor,
-              workers, chunk_size) -> dict:
+              workers, chunk_size, cache_context: dict, out: Path) -> dict:
     """Judge every sample not yet in `partial`, chunk by chunk; the sandbox part of the provenance."""
+    from ewa.evaluate.cache import VerdictCache
     from ewa.sandbox import sandbox_from_config
 
     early_stop, judge_duplicates = settings["early_stop"], settings["judge_duplicates"]
@@ -250,37 +257,64 @@ def judge_all(samples, problems, tiers, partial: Partial, sandbox: dict, setting
     with sb:
         info = sb.info()
         partial.save_meta(time_factor=sb.time_factor, sandbox=info)
-        runs: dict[tuple, tuple] = {}  # (problem, code) -> (sample_id that ran it, its future)
+        runs: dict[tuple, tuple] = {}  # (problem, code) -> (sample_id that ran it, its future, cache origin)
+        cache = (VerdictCache(settings["verdict_cache"], {**cache_context, "time_factor": sb.time_factor})
+                 if settings.get("verdict_cache") and not judge_duplicates else None)
+        records: dict[str, str] = {}  # problem id -> its record, as the cache keys it
+        stores: dict[Future, tuple] = {}  # every program this run judges -> (cache key, where), until stored
 
         def judged(key: tuple, s: dict, code):
-            """The future judging `code` for sample s, and the sample whose run it shares (None: its own)."""
+            """The future judging `code` for sample s, the sample whose run it shares (None: its own), and
+            where the cache says it was judged (None: here)."""
             if key in runs:
-                return runs[key][1], runs[key][0]
+                return runs[key][1], runs[key][0], runs[key][2]
             pid = s["problem_id"]
-            runs[key] = (s["sample_id"], sb.submit(problems[pid], code, early_stop=early_stop,
-                                                   test_tiers=tiers[pid] if tiers else None))
-            return runs[key][1], None
+            test_tiers = tiers[pid] if tiers else None
+            fut, origin = None, None
+            if cache is not None:
+                if pid not in records:
+                    records[pid] = json.dumps(problems[pid].to_record(), sort_keys=True)
+                cache_key = cache.key(records[pid], code, test_tiers)
+                hit = cache.get(cache_key)
+                if hit is not None:
+                    (fut := Future()).set_result(hit[0])
+                    origin = hit[1]
+            if fut is None:
+                fut = sb.submit(problems[pid], code, early_stop=early_stop, test_tiers=test_tiers)
+                if cache is not None:
+                    stores[fut] = (cache_key, f"{out} (problem {pid}, sample {s['sample_id']})")
+            runs[key] = (s["sample_id"], fut, origin)
+            return fut, None, origin
 
         futures = []
         for i, s in todo:
             pid = s["problem_id"]
-            fut, twin = judged((pid, s["code"]) if not judge_duplicates else (i,), s, s["code"])
+            fut, twin, origin = judged((pid, s["code"]) if not judge_duplicates else (i,), s, s["code"])
             first = None
             if s["multi_turn"]:
                 key = (pid, s["first_code"]) if not judge_duplicates else (i, "first")
                 first = judged(key, s, s["first_code"])[0]
-            futures.append((i, s, fut, twin, first))
-        print(f"ewa evaluate: {len(todo)} samples to judge, {len(runs)} distinct programs run")
+            futures.append((i, s, fut, twin, first, origin))
+        judged_here = len(stores)
+        reused = (f", {len(runs) - judged_here} of them judged before ({settings['verdict_cache']})"
+                  if cache else "")
+        print(f"ewa evaluate: {len(todo)} samples to judge, {len(runs)} distinct programs run{reused}")
         rows = []
-        for i, s, fut, twin, first in tqdm(futures, desc="evaluate", unit="sample", initial=len(done),
-                                           total=len(samples), mininterval=2.0):
-            rows.append(row(s, i, fut.result(), twin, first.result() if first else None))
+        for i, s, fut, twin, first, origin in tqdm(futures, desc="evaluate", unit="sample", initial=len(done),
+                                                   total=len(samples), mininterval=2.0):
+            rows.append(row(s, i, fut.result(), twin, first.result() if first else None, origin))
+            for done_fut in (fut, first):  # stored as soon as judged: evaluations beside this one read it
+                if done_fut in stores:
+                    cache_key, where = stores.pop(done_fut)
+                    cache.put(cache_key, done_fut.result(), where)
             if len(rows) >= chunk_size:
                 partial.write(rows)
                 rows = []
         if rows:
             partial.write(rows)
-    return {"sandbox": info, "time_factor": info["time_factor"]}
+    cached = {"verdict_cache": {"dir": str(settings["verdict_cache"]), "reused": len(runs) - judged_here,
+                                "judged": judged_here}} if cache else {}
+    return {"sandbox": info, "time_factor": info["time_factor"], **cached}
 
 
 def check_complete(table: pa.Table, samples: list[dict], partial: Partial) -> None:
