@@ -38,6 +38,7 @@ def test_empty_config_is_the_schema_defaults():
     ({"merge": {"low": "nope"}}, "key 'merge.low'"),
     ({"sample": {"n": 4}, "evaluate": {"k": [1, 8], "budget": 4}}, "pass@8 needs at least 8 samples"),
     ({"merge": {"alphas": [0.5, 0.50]}}, "duplicate alphas"),
+    ({"evaluate": {"folds": 1}}, "key 'evaluate.folds': expected 0 (one dev/test split) or at least 2 folds, got 1"),
     ({"science": {"seeds": [2, 100], "design_seeds": [0, 1, 2]}}, "seed(s) [2] also tuned the design"),
     ({"benchmarks": {"x": {"format": "mbpp"}}}, "key 'benchmarks.x.format'"),
     # a model directory's warm start is the config's own, learning rate included

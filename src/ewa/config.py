@@ -83,6 +83,8 @@ def _describe(error: jsonschema.ValidationError) -> str:
     if error.validator == "required":  # the schema's `message` says why the key cannot be left out
         missing = next(k for k in error.validator_value if k not in error.instance)
         return f"key '{key}.{missing}': {error.schema.get('message', 'required')}"
+    if error.validator == "not" and "message" in error.schema:  # the schema says what it rules out
+        return f"key '{key}': {error.schema['message']}, got {error.instance!r}"
     if error.validator == "oneOf" and "regimes" in key:
         return f"key '{key}': give exactly one of 'fraction' or 'max_size'"
     return f"key '{key}': {error.message}"
