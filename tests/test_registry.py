@@ -24,9 +24,9 @@ from ewa.cli import main
 from ewa.config import load
 
 CONTROL_CONFIGS = sorted((ROOT / "configs").glob("control-*.yaml"))
-# What a control may change besides its one change: its own seeds, the settings it is read in, and the study's
-# calibration read from the study's run; and where its change is not the init, the study's init (init_from).
-CONTROL_FREEDOM = {("science", "seeds"), ("sample", "settings"), ("sandbox", "calibration")}
+# What a control may change besides its one change: its own seeds and the study's calibration read from the
+# study's run; and where its change is not the init, the study's init (init_from). It runs every setting.
+CONTROL_FREEDOM = {("science", "seeds"), ("sandbox", "calibration")}
 CONTROL_CHANGE = {"same-regimes": {("regimes",)}, "no-wrong": {("model", "sft", "mix", "wrong")}}
 FROM_STUDY_INIT = {"same-regimes": {("science", "init_from")}, "no-wrong": set()}
 CONFIG_SHA = experiment_sha256(load(ROOT / "config.yaml"))
@@ -265,7 +265,7 @@ def test_each_control_is_the_science_config_with_its_one_change():
         assert differences(study, control) == CONTROL_CHANGE[name] | CONTROL_FREEDOM | FROM_STUDY_INIT[name], path.name
         own = set(control["science"]["seeds"])
         assert len(own) >= 2 and not shown_by_others(f"configs/{path.name}") & own
-        assert control["sample"]["settings"] == ["reasoning"]
+        assert control["sample"]["settings"] == study["sample"]["settings"] == ["reasoning", "tools", "agentic"]
         seeds.append(control["science"]["seeds"])
     assert len({s for group in seeds for s in group}) == sum(map(len, seeds)), "each run has seeds of its own"
     regimes = load(ROOT / "configs" / "control-same-regimes.yaml")["regimes"]
@@ -295,17 +295,19 @@ def test_each_control_plans_the_full_dag(path, tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     table = done.stdout.split("Job stats:")[1].split("total")[0]
     counts = {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
-    per_seed = {"tiers": 1, "train": 2, "merge": alphas, "sample": alphas, "evaluate": alphas,
-                "frontier": 1, "claims": 1, "approaches": 1}
+    settings = len(config["sample"]["settings"])
+    per_seed = {"tiers": 1, "train": 2, "merge": alphas, "sample": alphas * settings, "evaluate": alphas * settings,
+                "frontier": settings, "claims": settings, "approaches": settings}
     # one init for the control's seeds: the study's, or its own where its change is the init
     own_init = {} if config["science"].get("init_from") else {"shared_init": 1, "shared_init_prepare": 1}
-    assert counts == {"preflight": 1, "prepare": 2 * seeds, "science": 1, "science_all": 1, **own_init,
+    assert counts == {"preflight": 1, "prepare": 2 * seeds, "science": settings, "science_all": 1, **own_init,
                       **{rule: n * seeds for rule, n in per_seed.items()}}
     train = [line for line in done.stdout.splitlines() if line.startswith("Shell command:") and "ewa train --" in line]
     assert all(f"--calibration {config['sandbox']['calibration']} " in c for c in train)
     init = config["science"].get("init_from") or f"results/init/seed{init_seed}/model"
     assert all(f"--init {init} " in c for c in train)
-    (command,) = [line for line in done.stdout.splitlines() if line.startswith("Shell command: ewa science")]
+    command = next(line for line in done.stdout.splitlines()
+                   if line.startswith("Shell command: ewa science") and "--setting reasoning" in line)
     assert f"--registry {ROOT / 'docs' / 'registry.yaml'}" in command
     assert all(f"results/seed{s}/claims/mini/reasoning" in command for s in config["science"]["seeds"])
     assert f"alpha{alpha_tag(config['merge']['alphas'][0])}" in done.stdout
