@@ -67,7 +67,7 @@ science: $(STAMP)
 	  $(foreach c,$(CONTROLS),$(foreach s,$(SCIENCE_SETTINGS),--control $(c)=results/controls/$(c)/results/science/mini/$(s)))
 
 clean:
-	rm -rf results logs benchmarks/out .snakemake
+	rm -rf results logs benchmarks/out .snakemake cache
 
 # A one-node SLURM cluster on this machine (root; apt slurm-wlm + munge) for profiles/slurm-localhost
 # and tests/test_slurm.py; `scripts/slurm-localhost.sh stop` stops it.

@@ -31,7 +31,9 @@ SMOKE = {
     "sample.py": Smoke(["--smoke", "--out", "{tmp}/sample"], rf"ratio hf backend / raw generate: {NUMBER}x"),
     "frontier.py": Smoke(["--smoke"], rf"naive pandas groupby-apply \+ math\.comb [0-9.]+ s \| ratio {NUMBER}x"),
     "evaluate.py": Smoke(["--smoke"], rf"baseline, every copy run \(--judge-duplicates\): [0-9.]+ s\n"
-                                      rf".*->\s+{NUMBER}x faster"),
+                                      rf".*->\s+{NUMBER}x faster\n(.*\n)*"
+                                      rf"one verdict cache for the grid: +[0-9.]+ s  ->  {NUMBER}x faster\n"
+                                      rf"verdicts that differ between the two: 0 of [1-9]"),
     "sandbox.py": Smoke(["--smoke"], rf"ratio fork-server / naive: {NUMBER}x", needs_bwrap=True),
 }
 

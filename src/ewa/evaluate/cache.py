@@ -7,8 +7,9 @@ distinct across the 9 (docs/benchmarks.md). Each brute force that times out cost
 so judging each pair once is most of an evaluation's time.
 
 One JSON file per key, written to a temporary name and renamed, so evaluations running side by side (or
-on the nodes of a cluster sharing the directory) share it and a killed job leaves no half entry; two
-jobs that judge the same pair at once write the same verdict. The key holds everything the verdict
+on the nodes of a cluster sharing the directory) share it and a killed job leaves no half entry (its
+temporary, named by host and pid, is removed by the next evaluation on that host); two jobs that judge
+the same pair at once write the same verdict. The key holds everything the verdict
 depends on: the problem's whole record (tests, limits, judge semantics), the program, early stopping,
 the problem's test tiers, the sandbox section, the time factor and calibration the limits are scaled
 by, and a hash of the sandbox's and the judge's source, so a changed judge never reads an old verdict.
@@ -20,7 +21,8 @@ import dataclasses
 import hashlib
 import json
 import os
-import tempfile
+import re
+import socket
 from functools import lru_cache
 from pathlib import Path
 
@@ -47,6 +49,15 @@ class VerdictCache:
         self.root = Path(root)
         self.context = json.dumps({"format": FORMAT, "judge_source": judge_source_hash(), **context},
                                   sort_keys=True, default=str)
+        self.remove_dead_temporaries()
+
+    def remove_dead_temporaries(self) -> None:
+        """Remove the temporaries of killed evaluations on this host (a live one's pid still runs)."""
+        pattern = re.compile(rf"\.[0-9a-f]{{64}}\.{re.escape(socket.gethostname())}\.(\d+)\.tmp")
+        for path in self.root.glob("*/.*.tmp"):
+            match = pattern.fullmatch(path.name)
+            if match and not pid_alive(int(match[1])):
+                path.unlink(missing_ok=True)
 
     def key(self, problem_record: str, code: str | None, tiers) -> str:
         blob = json.dumps([self.context, problem_record, code, tiers], default=str)
@@ -67,7 +78,16 @@ class VerdictCache:
     def put(self, key: str, result: SampleResult, origin: str) -> None:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{key[:8]}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "w") as f:
-            json.dump({"origin": origin, "result": dataclasses.asdict(result)}, f)
+        tmp = path.with_name(f".{key}.{socket.gethostname()}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"origin": origin, "result": dataclasses.asdict(result)}))
         os.replace(tmp, path)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
