@@ -18,7 +18,7 @@ from helpers import (DESIGN, ROOT, alpha_specs, claims_settings, ensemble_settin
 from ewa.analysis.claims import OUTPUT_FILES, ceiling, measure, read_claims, value_text, verdict
 from ewa.analysis.ensemble import matched_budget_table
 from ewa.analysis.frontier import AlphaGrid
-from ewa.analysis.science import control_outcome
+from ewa.analysis.science import control_outcome, how_4b_chooses
 from ewa.cli import main
 from ewa.train.outcome import Endpoints
 from ewa.verdicts import VERDICTS
@@ -280,6 +280,9 @@ def test_cross_fitted_4b_is_scored_on_every_family_and_its_headroom_read_there()
         assert row.verdict == ("untestable (saturated)" if folds == 0 else "reproduced"), row.note
     assert room[0]["headroom_at_budget"] < 12 <= room[4]["headroom_at_budget"]
     assert "of 40 held-out problems" in ceiling(room[4], 12, 10)
+    # the science page says how 4b chose and scored, from the seed's headroom.json
+    assert "dealt into 4 folds" in how_4b_chooses([result.headroom])
+    assert how_4b_chooses([{**result.headroom, "claims": {"ensemble_selected": room[0]}}]).startswith("the dev split")
 
 
 def test_tied_singles_choose_the_same_alpha_and_no_ensemble():

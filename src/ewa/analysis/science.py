@@ -147,6 +147,15 @@ def ensembles_table(claims: list[pd.DataFrame], headrooms: list[dict], seeds: li
     return lines
 
 
+def how_4b_chooses(headrooms: list[dict]) -> str:
+    """How claim 4b's choices were made and scored: one dev/test split, or cross-fitted folds."""
+    folds = headrooms[0].get("claims", {}).get("ensemble_selected", {}).get("folds") if headrooms else None
+    if folds:
+        return (f"the held-out families are dealt into {folds} folds, and each fold is scored by the single alpha "
+                "and the allocation chosen at each k on the other folds (every problem scored once)")
+    return "the dev split chooses the single alpha and the allocation at each k, the test families score them"
+
+
 def budget_table(curves: list[pd.DataFrame | None]) -> list[str]:
     """Claim 4b at every budget k = 1..n, over seeds: the dev-chosen single alpha's and allocation's
     pass@k on the test families, the headroom an allocation could add, and how many seeds chose an
@@ -356,9 +365,9 @@ def write_science(claims_dirs: list[Path], approaches_dirs: list[Path], frontier
         "one does not (within the samples drawn); the allocation each claim used (alpha:samples) and what "
         "it gained over the single alpha.", "",
         *ensembles_table(claims, headrooms, seeds), "",
-        *([("Claim 4b over the budget k = 1 … n (each seed's `budget_curve.csv`): the dev split chooses the single "
-            "alpha and the allocation at each k, the test families score them; headroom is what an allocation "
-            "could add over the single at that k. The verdict above is read at the configured budget."), "",
+        *([(f"Claim 4b over the budget k = 1 … n (each seed's `budget_curve.csv`): {how_4b_chooses(headrooms)}; "
+            "headroom is what an allocation could add over the single at that k. The verdict above is read at "
+            "the configured budget."), "",
            *budget_table(budgets), ""] if any(b is not None for b in budgets) else []),
         "Verdict shares per alpha (mean ± sd over seeds):", "", *rates_table(per_alpha), "",
         "What each alpha writes, classified from how each program's CPU time grows over the size-ordered "
