@@ -16,7 +16,7 @@ PAGE = ROOT / "docs" / "results.md"
 
 pytestmark = [pytest.mark.timeout(300),
               pytest.mark.skipif(not (ARCHIVE / "study").is_dir(),
-                                 reason="no report rendered from docs/science/ is published yet (docs/results.md#status-2026-11-26)")]
+                                 reason="no report rendered from docs/science/ is published yet (docs/results.md#status-2026-11-27)")]
 
 
 @pytest.fixture(scope="module")

@@ -122,8 +122,13 @@ def claims_table(claims: list[pd.DataFrame], seeds: list[int]) -> list[str]:
                             dtype=float)
         effect = "–" if effects.isna().all() else f"{effects.mean():.2f}"
         lines.append(f"| {row['title']} | {MEASURES.get(row['claim'], row['measure'])} | {value_ci(row)} | {effect} "
-                     f"| {spread} | {per_seed} | {verdict} |")
+                     f"| {spread} | {per_seed} | {cell(verdict)} |")
     return lines
+
+
+def cell(text: str) -> str:
+    """Text for a Markdown table cell: a cross-fitted choice joins its folds' choices with '|'."""
+    return text.replace("|", "\\|")
 
 
 def ensembles_table(claims: list[pd.DataFrame], headrooms: list[dict], seeds: list[int]) -> list[str]:
@@ -139,8 +144,8 @@ def ensembles_table(claims: list[pd.DataFrame], headrooms: list[dict], seeds: li
         cells = []
         for k in keys:
             r = rows.loc[k]
-            cells += [r["allocation"] if isinstance(r["allocation"], str) else "–",
-                      f"{value_ci(r)}, {r['verdict']}"]
+            cells += [cell(r["allocation"]) if isinstance(r["allocation"], str) else "–",
+                      cell(f"{value_ci(r)}, {r['verdict']}")]
         lines.append(f"| {seed} | {room['n_problems']} | {room['solved_by_some_alpha']} | "
                      f"{room['solved_by_best_single']} (alpha {alpha_tag(room['best_single_alpha'])}) | "
                      + " | ".join(cells) + " |")
@@ -436,8 +441,9 @@ def write_withdrawn(withdrawal: dict, claims_dirs, approaches_dirs, frontier: bo
 # with one change): the change, and what the design predicts the pipeline then finds.
 CONTROLS = {
     "same-regimes": {
-        "change": "both regimes reward the whole suite (`regimes`: low and high at fraction 1.0), so the two "
-                  "endpoints train from the same init, seed, data order and reward",
+        "change": "both regimes reward the whole suite (`regimes`: low and high at fraction 1.0), and `high` "
+                  "trains on a GRPO seed and data order of its own (`seed_stream`): two trainings on one reward "
+                  "from one init",
         "predicts": "With no difference between the regimes the pipeline must report none: no claim that "
                     "alphas differ in a direction is reproduced in any seed (a flat solve rate, 2b, holds "
                     "trivially when nothing differs). In the study claim 1 follows from the design (the brute "
@@ -447,7 +453,7 @@ CONTROLS = {
     "no-wrong": {
         "change": "no wrong efficient variants in the SFT mix (`model.sft.mix.wrong: 0`): the init never "
                   "answers a reasoning or agentic prompt with a plausible-but-wrong efficient program (the "
-                  "tools traces still call them, hence the reasoning setting)",
+                  "tools traces still call them, so in tools part of the premise stays)",
         "predicts": "The premise, that efficient attempts fail on correctness more often than brute-force "
                     "ones, is put in by the SFT mix: without the wrong variants the premise ratio and claim 2 "
                     "shrink. What is left of them is how much harder the efficient programs are for the tiny "
@@ -521,12 +527,13 @@ def controls_section(main: dict, controls: dict[str, dict]) -> list[str]:
         about = CONTROLS[name]
         if main.get("withdrawn") or control.get("withdrawn"):
             which = "this control" if control.get("withdrawn") else "the study it is compared with"
-            lines += [f"#### Control: {name}", "", f"The change: {about['change']}. Not compared: {which} was "
+            lines += [f"#### Control: {name} ({control['benchmark']} / {control['setting']})", "",
+                      f"The change: {about['change']}. Not compared: {which} was "
                       f"withdrawn by rule: {(control.get('withdrawn') or main.get('withdrawn'))}.", ""]
             continue
         ours, theirs = _claims_by_key(main), _claims_by_key(control)
         seeds = lambda s: ", ".join(map(str, s["seeds"]))  # noqa: E731
-        lines += [f"#### Control: {name}", "",
+        lines += [f"#### Control: {name} ({control['benchmark']} / {control['setting']})", "",
                   f"The change: {about['change']}. Seeds {seeds(control)}, {control['benchmark']} / "
                   f"{control['setting']}. " + registration_text(control["registration"]), "",
                   about["predicts"], "",
