@@ -306,6 +306,9 @@ def test_each_control_plans_the_full_dag(path, tmp_path):
     assert all(f"--calibration {config['sandbox']['calibration']} " in c for c in train)
     init = config["science"].get("init_from") or f"results/init/seed{init_seed}/model"
     assert all(f"--init {init} " in c for c in train)
+    # the run's evaluations share one verdict cache (ewa.evaluate.cache)
+    evaluate = [line for line in done.stdout.splitlines() if line.startswith("Shell command: ewa evaluate")]
+    assert evaluate and all('"verdict_cache": "cache/verdicts"' in c for c in evaluate)
     command = next(line for line in done.stdout.splitlines()
                    if line.startswith("Shell command: ewa science") and "--setting reasoning" in line)
     assert f"--registry {ROOT / 'docs' / 'registry.yaml'}" in command

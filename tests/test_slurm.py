@@ -92,7 +92,7 @@ def test_grouped_jobs_run_as_one_slurm_job_with_layered_resources(cluster, tmp_p
 # Provenance that legitimately differs between two runs: timings, hosts, process ids, dates, and
 # the measured speed (configs/reduced.yaml turns calibration off, so limits do not depend on it).
 VOLATILE_KEY = re.compile(r"(time|duration|elapsed|wall|seconds|_s$|per_s|speed|throughput|host|node|pid"
-                          r"|date|stamp|created|started|finished|versions|platform|slurm|logging_dir|cached_from|verdict_cache)", re.I)
+                          r"|date|stamp|created|started|finished|versions|platform|slurm|logging_dir)", re.I)
 SKIPPED_SUFFIXES = (".png", ".bin", ".pt", ".pth", ".pkl", ".log")  # plots; pickles embed paths and dates
 
 
