@@ -1,10 +1,9 @@
 """Verdicts kept across evaluation runs (`evaluate.verdict_cache`): a program already judged on the
 same problem, under the same judge, sandbox, limits and code, is not run again.
 
-A small model repeats itself across merged checkpoints and settings as much as within one samples file:
-the miniature's 9 evaluations of one seed hold ~1,100 distinct (problem, program) pairs, ~300 of them
-distinct across the 9 (docs/benchmarks.md). Each brute force that times out costs its whole time limit,
-so judging each pair once is most of an evaluation's time.
+A model repeats itself across merged checkpoints and settings as much as within one samples file, and
+each program that times out costs its whole time limit, so judging each (problem, program) pair once per
+run saves most of a grid's judging (measured in docs/benchmarks.md#verdict-cache).
 
 One JSON file per key, written to a temporary name and renamed, so evaluations running side by side (or
 on the nodes of a cluster sharing the directory) share it and a killed job leaves no half entry (its
