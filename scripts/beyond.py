@@ -109,8 +109,11 @@ def results(config: dict, run: Path, config_path: str, publish: bool) -> str:
                      f"{r.optimization_failure_rate:.3f} [{r.optimization_failure_rate_lo:.3f}, "
                      f"{r.optimization_failure_rate_hi:.3f}] | {r.ac_rate:.3f} | {'yes' if r.family_front else ''} | "
                      f"{'yes' if r.overall_front else ''} |")
-    lines += ["", f"Matched-budget ensembles (budget {config['evaluate']['budget']} per problem, chosen on the dev "
-              "families, scored on the test families; gain over the alpha line's dev-chosen single model):", "",
+    folds = config["evaluate"].get("folds", 0)
+    how = (f"each of {folds} folds of families scored by the choice made on the other folds" if folds else
+           "chosen on the dev families, scored on the test families")
+    lines += ["", f"Matched-budget ensembles (budget {config['evaluate']['budget']} per problem, {how}; gain over "
+              "the alpha line's dev-chosen single model):", "",
               "| family | kind | allocation | pass@budget | gain [CI] |", "|---|---|---|---|---|"]
     for r in ensembles.itertuples():
         gain = (f"{r.gain_vs_line_single:+.3f} [{r.gain_lo:+.3f}, {r.gain_hi:+.3f}]"

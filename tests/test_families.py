@@ -19,7 +19,8 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 from helpers import BIN, ROOT, reduced_config, workflow_copy, workflow_env, write_design
 
 from ewa.analysis.bootstrap import bootstrap_counts, weighted_samples
-from ewa.analysis.families import comparison_table, hypervolume, output_files
+from ewa.analysis.ensemble import ensemble_pass, family_folds
+from ewa.analysis.families import FamilySettings, comparison_table, ensembles_table, hypervolume, output_files
 from ewa.cli import main as ewa_main
 from ewa.config import validate
 from ewa.errors import ConfigError
@@ -265,3 +266,35 @@ def test_the_comparison_ci_covers_the_true_difference(tmp_path):
         row = comparison_table(spec, tags, xy.mean(0), boot_xy, ci, n).iloc[0]
         covered += row.hv_diff_lo <= truth <= row.hv_diff_hi
     assert 0.80 <= covered / reps <= 0.98, (covered, reps, truth)
+
+
+# --- ensembles -----------------------------------------------------------------------------------------
+
+def test_family_ensembles_cross_fit_every_problem_under_a_choice_made_on_the_other_folds():
+    """With evaluate.folds K the families' ensembles score every problem, each fold by the single point
+    chosen on the other folds (checked by hand here); with 0 they score one test split, as before."""
+    rng = np.random.default_rng(7)
+    P, budget, tags = 45, 2, ["l0", "l1", "l2", "t0", "t1"]
+    spec = {"families": [{"name": "line", "points": [{"tag": t} for t in tags[:3]]},
+                         {"name": "trajectory", "points": [{"tag": t} for t in tags[3:]]}]}
+    n = np.full((P, len(tags)), 8)
+    c = rng.integers(0, 9, size=(P, len(tags)))
+    families = np.array([f"fam{i % 9}" for i in range(P)])
+    clusters = np.unique(families, return_inverse=True)[1].ravel()
+    settings = dict(k=(1,), bootstrap=30, ci=0.95, seed=3, cluster_by="family", budget=budget, dev_fraction=0.5)
+
+    folded = ensembles_table(spec, tags, n, c, families, FamilySettings(**settings, folds=3), clusters)
+    assert set(folded.n_test_problems) == {P}
+    by_hand = np.empty(P)
+    for dev, test in family_folds(families, 3, seed=3):
+        assert not set(families[dev]) & set(families[test])  # a family is never on both sides
+        means = [ensemble_pass(n[dev][:, [a]], c[dev][:, [a]], np.array([budget])).mean() for a in range(3)]
+        best = int(np.argmax(means))
+        by_hand[test] = ensemble_pass(n[test][:, [best]], c[test][:, [best]], np.array([budget]))
+    line = folded[(folded.family == "line") & (folded.kind == "best_single_dev")].iloc[0]
+    assert line.pass_at_budget == pytest.approx(by_hand.mean())
+    assert line.gain_vs_line_single == pytest.approx(0.0)
+
+    split = ensembles_table(spec, tags, n, c, families, FamilySettings(**settings), clusters)
+    assert set(split.n_test_problems) == {25}  # one split: 4 of the 9 families choose, the other 5 are scored
+    assert list(split.columns) == list(folded.columns)

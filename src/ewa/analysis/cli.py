@@ -253,7 +253,7 @@ def families(args: argparse.Namespace, config: dict) -> int:
         evals.append((tag, Path(path)))
     settings = FamilySettings(k=tuple(ev["k"]), bootstrap=option(args.bootstrap, ev["bootstrap"]), ci=ev["ci"],
                               seed=option(args.seed, config["seed"]), cluster_by=ev["cluster_by"],
-                              budget=ev["budget"], dev_fraction=ev["dev_fraction"])
+                              budget=ev["budget"], dev_fraction=ev["dev_fraction"], folds=ev["folds"])
     inputs = {str(p): sha256_file(p) for _, p in evals}
     if args.problems:
         inputs[str(args.problems)] = sha256_file(args.problems)

@@ -19,8 +19,8 @@ import pandas as pd
 from tqdm import tqdm
 
 from ewa.analysis.bootstrap import bootstrap_counts, percentile_interval, weighted_means, weighted_samples
-from ewa.analysis.ensemble import (dev_test_split, ensemble_pass, optimize_allocation, preferred,
-                                   uniform_allocation)
+from ewa.analysis.ensemble import (dev_test_split, ensemble_pass, family_folds, fold_text, optimize_allocation,
+                                   preferred, uniform_allocation)
 from ewa.analysis.frontier import load_grid, pareto_mask
 from ewa.analysis.metrics import per_problem_stats
 from ewa.io import atomic_path, provenance, write_json
@@ -31,6 +31,8 @@ PLOT_FORMATS = ("png", "svg")
 # The plane of the frontier plot: x, then y; both minimized.
 AXES = ("correctness_failure_rate", "optimization_failure_rate")
 REFERENCE = (1.0, 1.0)
+ENSEMBLE_COLUMNS = ("budget", "family", "kind", "points", "allocation", "n_test_problems", "pass_at_budget",
+                    "gain_vs_line_single", "gain_lo", "gain_hi")
 
 
 def output_files(formats=PLOT_FORMATS) -> list[str]:
@@ -48,6 +50,7 @@ class FamilySettings:
     cluster_by: str
     budget: int  # samples per problem of every ensemble and single point compared
     dev_fraction: float
+    folds: int = 0  # 0: one dev/test split by family; K >= 2: K folds of families, each scored by the rest
 
 
 def hypervolume(points: np.ndarray, reference=REFERENCE) -> float:
@@ -158,19 +161,34 @@ def verdict(row: dict) -> str:
     return "no difference resolved"
 
 
+def choice_folds(families, settings: FamilySettings) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(choose-on, score-on) problem indices, split by family as the ensemble claims are: one dev/test split,
+    or settings.folds folds each scored by the choice made on the others (evaluate.folds)."""
+    if settings.folds:
+        pairs = family_folds(families, settings.folds, settings.seed)
+    else:
+        pairs = [dev_test_split(families, settings.dev_fraction, settings.seed)]
+    return [(dev, test) for dev, test in pairs if len(dev) and len(test)]
+
+
 def ensembles_table(spec: dict, tags: list[str], n: np.ndarray, c: np.ndarray, families, settings: FamilySettings,
                     boot_clusters) -> pd.DataFrame:
     """At the matched budget B, per family and for all points pooled: the dev-chosen single point, the
     dev-optimised allocation over the family's points and the uniform one, each scored on the test
-    problems (split by problem family), with its gain over the alpha line's dev-chosen single point and
-    a cluster-bootstrap CI of that gain (the same resamples of the test problems for every row)."""
+    problems (split by problem family; with evaluate.folds every problem, each fold under the choice made
+    on the other folds), with its gain over the alpha line's dev-chosen single point and a cluster-bootstrap
+    CI of that gain (the same resamples of the test problems for every row)."""
     B = settings.budget
-    dev, test = dev_test_split(families, settings.dev_fraction, settings.seed)
+    pairs = choice_folds(families, settings)
+    if not pairs:  # one family: nothing to choose on that is not also scored
+        return pd.DataFrame(columns=ENSEMBLE_COLUMNS)
+    test = np.sort(np.concatenate([t for _, t in pairs]))
+    position = {p: i for i, p in enumerate(test)}
     groups = [(f["name"], idx) for f, idx in family_members(spec, tags)]
     groups.append(("all", np.arange(len(tags))))
     boot = bootstrap_counts(boot_clusters[test], settings.bootstrap, settings.seed) if settings.bootstrap else None
 
-    def single(idx):
+    def single(idx, dev):
         cap = n[:, idx].min(0)
         ok = [a for a in range(len(idx)) if cap[a] >= B]
         if not ok:
@@ -178,23 +196,31 @@ def ensembles_table(spec: dict, tags: list[str], n: np.ndarray, c: np.ndarray, f
         allocs = [B * (np.arange(len(idx)) == a) for a in ok]
         return preferred(allocs, [ensemble_pass(n[dev][:, idx], c[dev][:, idx], s).mean() for s in allocs])
 
-    reference_alloc = single(groups[0][1])
-    reference = (ensemble_pass(n[test][:, groups[0][1]], c[test][:, groups[0][1]], reference_alloc)
-                 if reference_alloc is not None else None)
+    def scored(idx, allocs):
+        """Per test problem (in `test`'s order), pass@B under its fold's allocation."""
+        if any(a is None for a in allocs):
+            return None
+        x = np.empty(len(test))
+        for (_, part), alloc in zip(pairs, allocs):
+            x[[position[p] for p in part]] = ensemble_pass(n[part][:, idx], c[part][:, idx], alloc)
+        return x
+
+    line = groups[0][1]
+    reference = scored(line, [single(line, dev) for dev, _ in pairs])
     rows = []
     for name, idx in groups:
-        choices = [("best_single_dev", single(idx))]
+        choices = [("best_single_dev", [single(idx, dev) for dev, _ in pairs])]
         if n[:, idx].min(0).sum() >= B:
-            choices.append(("optimized", optimize_allocation(n[dev][:, idx], c[dev][:, idx], B)))
+            choices.append(("optimized", [optimize_allocation(n[dev][:, idx], c[dev][:, idx], B) for dev, _ in pairs]))
         uni = uniform_allocation(B, len(idx))
         if np.all(uni <= n[:, idx].min(0)):
-            choices.append(("uniform", uni))
-        for kind, alloc in choices:
-            if alloc is None:
+            choices.append(("uniform", [uni] * len(pairs)))
+        for kind, allocs in choices:
+            per_problem = scored(idx, allocs)
+            if per_problem is None:
                 continue
-            per_problem = ensemble_pass(n[test][:, idx], c[test][:, idx], alloc)
             row = {"budget": B, "family": name, "kind": kind, "points": len(idx),
-                   "allocation": " ".join(f"{tags[i]}:{int(b)}" for i, b in zip(idx, alloc) if b),
+                   "allocation": fold_text([" ".join(f"{tags[i]}:{int(b)}" for i, b in zip(idx, a) if b) for a in allocs]),
                    "n_test_problems": len(test), "pass_at_budget": float(per_problem.mean())}
             if reference is not None:
                 gain = per_problem - reference
