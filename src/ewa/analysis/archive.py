@@ -98,9 +98,10 @@ def render_table(meta: dict, directory: Path, out_dir: Path) -> str:
     seeds = meta["seeds"]
     withdrawal = meta.get("withdrawal")
     if withdrawal is not None and withdrawal["withdrawn"]:
-        return write_withdrawn(withdrawal, [], [], False, out_dir, meta["benchmark"], meta["setting"], seeds,
-                               preregistration(seeds, meta["design_seeds"], meta["demo_seed"]), meta["registration"],
-                               meta["design_seeds"], meta["demo_seed"])
+        return write_withdrawn(withdrawal, out_dir, benchmark=meta["benchmark"], setting=meta["setting"], seeds=seeds,
+                               registered=preregistration(seeds, meta["design_seeds"], meta["demo_seed"]),
+                               registration=meta["registration"], design_seeds=meta["design_seeds"],
+                               demo_seed=meta["demo_seed"])
     return write_science([directory / f"seed{s}" / "claims" for s in seeds],
                          [directory / f"seed{s}" / "approaches" for s in seeds], None, out_dir, meta["benchmark"],
                          meta["setting"], meta["design_seeds"], meta["demo_seed"], registration=meta["registration"],

@@ -343,8 +343,10 @@ def write_science(claims_dirs: list[Path], approaches_dirs: list[Path], frontier
         withdrawal = withdraw.check([Path(c) for c in claims_dirs], withdraw_if, sample_n, list(preflight))
     out_dir = Path(out_dir)
     if withdrawal is not None and withdrawal["withdrawn"]:
-        return write_withdrawn(withdrawal, claims_dirs, approaches_dirs, frontier_png is not None, out_dir, benchmark,
-                               setting, seeds, registered, registration, sorted(design_seeds), demo_seed)
+        return write_withdrawn(withdrawal, out_dir, benchmark=benchmark, setting=setting, seeds=seeds,
+                               registered=registered, registration=registration, design_seeds=sorted(design_seeds),
+                               demo_seed=demo_seed, claims_dirs=claims_dirs, approaches_dirs=approaches_dirs,
+                               frontier=frontier_png is not None)
     read = [read_run(Path(c), Path(a)) for c, a in zip(claims_dirs, approaches_dirs, strict=True)]
     claims, per_alpha, approaches, premises, headrooms, budgets, seeds = (list(x) for x in zip(*read))
     if len({tuple(a["alpha"]) for a in per_alpha}) > 1:
@@ -410,9 +412,9 @@ def placeholder(out: Path, text: str) -> None:
     plt.close(fig)
 
 
-def write_withdrawn(withdrawal: dict, claims_dirs, approaches_dirs, frontier: bool, out_dir: Path, benchmark: str,
-                    setting: str, seeds: list[int], registered: str, registration: dict | None, design_seeds: list[int],
-                    demo_seed: int) -> str:
+def write_withdrawn(withdrawal: dict, out_dir: Path, *, benchmark: str, setting: str, seeds: list[int],
+                    registered: str, registration: dict | None, design_seeds: list[int], demo_seed: int,
+                    claims_dirs=(), approaches_dirs=(), frontier: bool = False) -> str:
     """A table withdrawn by rule: science.md says why and shows no claim (no claim file was read), the
     figures say withdrawn, summary.json has no claims, withdrawal.json the breaches and the files read."""
     out_dir.mkdir(parents=True, exist_ok=True)
