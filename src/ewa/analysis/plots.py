@@ -198,7 +198,7 @@ def plot_budget_curve(curve: pd.DataFrame, stem: Path, formats=("png", "svg")) -
     else:
         top.text(0.5, 0.5, "no held-out families to score on", ha="center", va="center", transform=top.transAxes)
     top.set_ylabel("pass@k on held-out families")
-    top.set_title("Claim 4b over budgets: ensemble vs the best single alpha, both chosen on dev families")
+    top.set_title("Claim 4b over budgets: ensemble vs the best single alpha, both chosen on other families")
     bottom.set_ylabel("gain (ensemble − single)")
     bottom.set_xlabel("k (samples per problem, split across the allocation's alphas)")
     fig.tight_layout()
