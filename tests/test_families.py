@@ -298,3 +298,5 @@ def test_family_ensembles_cross_fit_every_problem_under_a_choice_made_on_the_oth
     split = ensembles_table(spec, tags, n, c, families, FamilySettings(**settings), clusters)
     assert set(split.n_test_problems) == {25}  # one split: 4 of the 9 families choose, the other 5 are scored
     assert list(split.columns) == list(folded.columns)
+    one = ensembles_table(spec, tags, n, c, np.array(["fam"] * P), FamilySettings(**settings), clusters)
+    assert one.empty and list(one.columns) == list(folded.columns)  # one family: nothing left to score on

@@ -333,20 +333,25 @@ def family_folds(families, k: int, seed: int) -> list[tuple[np.ndarray, np.ndarr
             for f in range(min(k, len(names))) if len(names) >= 2]
 
 
+def choice_pairs(labels, folds: int, dev_fraction: float, seed: int):
+    """The (dev, test) pairs of problem indices, split by family label (one dev_fraction split, or `folds`
+    folds), and every problem they score (sorted). A pair with an empty side is dropped."""
+    if folds:
+        pairs = family_folds(labels, folds, seed)
+    else:
+        pairs = [dev_test_split(labels, dev_fraction, seed)]
+    pairs = [(dev, test) for dev, test in pairs if len(dev) and len(test)]
+    test = np.sort(np.concatenate([t for _, t in pairs])) if pairs else np.zeros(0, dtype=np.int64)
+    return pairs, test
+
+
 def _parts(P: int, families, settings: EnsembleSettings):
-    """The (dev, test) pairs (one split by family, or settings.folds folds), every problem scored by
-    them (sorted), and every problem's bootstrap cluster."""
+    """choice_pairs of these problems, and every problem's bootstrap cluster."""
     if families is not None and len(families) != P:
         raise ValueError(f"{len(families)} family labels for {P} problems")
     clusters = clusters_of(np.arange(P), families, settings.cluster_by)
     labels = np.arange(P) if families is None else families
-    if settings.folds:
-        pairs = family_folds(labels, settings.folds, settings.seed)
-    else:
-        pairs = [dev_test_split(labels, settings.dev_fraction, settings.seed)]
-    pairs = [(dev, test) for dev, test in pairs if len(dev) and len(test)]
-    test = np.sort(np.concatenate([t for _, t in pairs])) if pairs else np.zeros(0, dtype=np.int64)
-    return pairs, test, clusters
+    return (*choice_pairs(labels, settings.folds, settings.dev_fraction, settings.seed), clusters)
 
 
 def fold_text(parts: list[str]) -> str:
@@ -413,7 +418,7 @@ def dev_choice(n: np.ndarray, c: np.ndarray, budget: int, dev: np.ndarray) -> tu
     return single, alloc
 
 
-def _scored(n, c, pairs, test, allocations) -> np.ndarray | None:
+def fold_scores(n, c, pairs, test, allocations) -> np.ndarray | None:
     """Per-problem pass@B of the test problems (in `test`'s order), each fold's problems under that
     fold's allocation; None when some fold's allocation is missing or asks more samples than it has."""
     x = np.empty(len(test))
@@ -434,7 +439,7 @@ def _held_out(n, c, alphas, B, pairs, test, boots, ci) -> list[dict]:
     uni = uniform_allocation(B, A)
 
     def row(kind, name, fold_allocs):
-        x = _scored(n, c, pairs, test, fold_allocs)
+        x = fold_scores(n, c, pairs, test, fold_allocs)
         used = sorted({i for a in fold_allocs if a is not None for i in np.flatnonzero(a)})
         text = fold_text([" ".join(f"{alpha_tag(alphas[i])}:{a[i]}" for i in np.flatnonzero(a)) if a is not None
                           else "–" for a in fold_allocs])
@@ -508,7 +513,7 @@ def budget_curve(n: np.ndarray, c: np.ndarray, alphas, settings: EnsembleSetting
                "single_alphas": fold_text(["–" if s is None else alpha_tag(alphas[s]) for s in picked])}
         allocs = [alloc for _, alloc in choices]
         singles = [None if s is None else k * (np.arange(A) == s) for s in picked]
-        x_single, x_ens = _scored(n, c, pairs, test, singles), _scored(n, c, pairs, test, allocs)
+        x_single, x_ens = fold_scores(n, c, pairs, test, singles), fold_scores(n, c, pairs, test, allocs)
         if x_single is None or x_ens is None:
             rows.append({**row, "note": "not estimable at this budget"})
             continue

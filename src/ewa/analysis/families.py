@@ -19,7 +19,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from ewa.analysis.bootstrap import bootstrap_counts, percentile_interval, weighted_means, weighted_samples
-from ewa.analysis.ensemble import (dev_test_split, ensemble_pass, family_folds, fold_text, optimize_allocation,
+from ewa.analysis.ensemble import (choice_pairs, ensemble_pass, fold_scores, fold_text, optimize_allocation,
                                    preferred, uniform_allocation)
 from ewa.analysis.frontier import load_grid, pareto_mask
 from ewa.analysis.metrics import per_problem_stats
@@ -161,16 +161,6 @@ def verdict(row: dict) -> str:
     return "no difference resolved"
 
 
-def choice_folds(families, settings: FamilySettings) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(choose-on, score-on) problem indices, split by family as the ensemble claims are: one dev/test split,
-    or settings.folds folds each scored by the choice made on the others (evaluate.folds)."""
-    if settings.folds:
-        pairs = family_folds(families, settings.folds, settings.seed)
-    else:
-        pairs = [dev_test_split(families, settings.dev_fraction, settings.seed)]
-    return [(dev, test) for dev, test in pairs if len(dev) and len(test)]
-
-
 def ensembles_table(spec: dict, tags: list[str], n: np.ndarray, c: np.ndarray, families, settings: FamilySettings,
                     boot_clusters) -> pd.DataFrame:
     """At the matched budget B, per family and for all points pooled: the dev-chosen single point, the
@@ -179,11 +169,9 @@ def ensembles_table(spec: dict, tags: list[str], n: np.ndarray, c: np.ndarray, f
     on the other folds), with its gain over the alpha line's dev-chosen single point and a cluster-bootstrap
     CI of that gain (the same resamples of the test problems for every row)."""
     B = settings.budget
-    pairs = choice_folds(families, settings)
+    pairs, test = choice_pairs(families, settings.folds, settings.dev_fraction, settings.seed)
     if not pairs:  # one family: nothing to choose on that is not also scored
         return pd.DataFrame(columns=ENSEMBLE_COLUMNS)
-    test = np.sort(np.concatenate([t for _, t in pairs]))
-    position = {p: i for i, p in enumerate(test)}
     groups = [(f["name"], idx) for f, idx in family_members(spec, tags)]
     groups.append(("all", np.arange(len(tags))))
     boot = bootstrap_counts(boot_clusters[test], settings.bootstrap, settings.seed) if settings.bootstrap else None
@@ -197,13 +185,7 @@ def ensembles_table(spec: dict, tags: list[str], n: np.ndarray, c: np.ndarray, f
         return preferred(allocs, [ensemble_pass(n[dev][:, idx], c[dev][:, idx], s).mean() for s in allocs])
 
     def scored(idx, allocs):
-        """Per test problem (in `test`'s order), pass@B under its fold's allocation."""
-        if any(a is None for a in allocs):
-            return None
-        x = np.empty(len(test))
-        for (_, part), alloc in zip(pairs, allocs):
-            x[[position[p] for p in part]] = ensemble_pass(n[part][:, idx], c[part][:, idx], alloc)
-        return x
+        return fold_scores(n[:, idx], c[:, idx], pairs, test, allocs)
 
     line = groups[0][1]
     reference = scored(line, [single(line, dev) for dev, _ in pairs])
