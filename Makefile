@@ -8,6 +8,8 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
+# Local jobs run in a worker that imported torch once (src/ewa/worker.py); EWA_WORKER=0 gives each its own process.
+export EWA_WORKER ?= 1
 
 .PHONY: demo test setup real-model dry-run lint report science clean slurm-localhost docker-sandbox vllm-smoke setup-gpu
 

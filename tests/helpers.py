@@ -39,9 +39,12 @@ SUM_OK = "a, b = map(int, input().split())\nprint(a + b)\n"
 
 def workflow_env() -> dict[str, str]:
     """The environment workflow jobs run in (also inherited by SLURM jobs, sbatch --export=ALL):
-    `ewa` and `snakemake` from the venv, nothing from a model hub."""
-    return {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}", "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    `ewa` and `snakemake` from the venv, nothing from a model hub, the caller's EWA_WORKER."""
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}", "HF_HUB_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+           "EWA_WORKER": os.environ.get("EWA_TEST_WORKER", "0")}
+    env.pop("PYTEST_CURRENT_TEST", None)  # one per test: a worker serves one environment (ewa.worker)
+    return env
 
 
 def reduced_config() -> dict:

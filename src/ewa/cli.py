@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # name -> (stage module exposing COMMANDS[name] = (add_arguments, run), help)
@@ -38,9 +39,19 @@ WHOLE_EXPERIMENT = {"plan"}
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if os.environ.get("EWA_WORKER") == "1":  # a job of a local run: in a worker that imported torch once
+        from ewa import worker
+
+        if worker.wanted(argv) and (code := worker.run_in_worker(argv)) is not None:
+            return code
+    return run_command(argv)
+
+
+def run_command(argv: list[str]) -> int:
+    """`ewa argv` in this process."""
     parser = argparse.ArgumentParser(prog="ewa", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    argv = sys.argv[1:] if argv is None else argv
     wanted = next((a for a in argv if not a.startswith("-")), None)
     runners = {}
     for name, (module_name, help_text) in COMMANDS.items():
