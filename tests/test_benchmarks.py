@@ -29,6 +29,8 @@ SMOKE = {
     "train_step.py": Smoke(["--smoke"], rf"baseline, whole GRPO step [^\n]*: [0-9.]+ s\n[^\n]*\n"
                                         rf"ratio reward / whole step: {NUMBER}x"),
     "sample.py": Smoke(["--smoke", "--out", "{tmp}/sample"], rf"ratio hf backend / raw generate: {NUMBER}x"),
+    "worker.py": Smoke(["--smoke", "--out", "{tmp}/worker"], rf"ratio own processes / worker: {NUMBER}x\n"
+                                                             rf"samples files that differ between the two: 0 of 2"),
     "frontier.py": Smoke(["--smoke"], rf"naive pandas groupby-apply \+ math\.comb [0-9.]+ s \| ratio {NUMBER}x"),
     "evaluate.py": Smoke(["--smoke"], rf"baseline, every copy run \(--judge-duplicates\): [0-9.]+ s\n"
                                       rf".*->\s+{NUMBER}x faster\n(.*\n)*"

@@ -19,8 +19,9 @@ RUN = "results/seed0"
 
 
 def served_env(**extra) -> dict[str, str]:
-    # Each test's own worker (a distinct environment), gone soon after the test.
-    return {**workflow_env(), "EWA_WORKER": "1", "EWA_WORKER_IDLE_S": "5", **extra}
+    # Each test's own worker (a distinct environment: the test's name), gone soon after the test.
+    return {**workflow_env(), "EWA_WORKER": "1", "EWA_WORKER_IDLE_S": "5",
+            "EWA_TEST_CASE": f"{os.environ.get('PYTEST_CURRENT_TEST')} {os.getpid()}", **extra}
 
 
 def own_env() -> dict[str, str]:
@@ -36,6 +37,17 @@ def worker_pids(address: str) -> list[int]:
         except OSError:
             pass
     return pids
+
+
+def job_in(address: str, directory: Path) -> int | None:
+    """The worker's child that runs a job in `directory` (a child has the worker's command line)."""
+    for pid in worker_pids(address):
+        try:
+            if Path(f"/proc/{pid}/cwd").resolve() == directory.resolve():
+                return pid
+        except OSError:
+            pass
+    return None
 
 
 def children(pid: int) -> set[int]:
@@ -122,14 +134,15 @@ def test_stdin_and_stdout_are_the_commands(tmp_path):
 def test_a_signal_or_kill_of_the_command_ends_its_job(tmp_path, how):
     """A job blocked opening a FIFO: SIGTERM to the command reaches the job (exit 143, as a shell reports a
     process ended by SIGTERM); SIGKILL of the command takes the job with it."""
-    env = served_env(EWA_TEST_CASE=how)
+    env = served_env()
     fifo = tmp_path / "problems.jsonl"
     os.mkfifo(fifo)
     command = subprocess.Popen([str(BIN / "ewa"), "tiers", "--problems", str(fifo), "--out",
                                 str(tmp_path / "tiers.json")], cwd=tmp_path, env=env, stderr=subprocess.PIPE)
     address = worker.worker_address(env)
-    assert wait_until(lambda: worker_pids(address) and children(worker_pids(address)[0]), timeout=120)
-    (job,) = children(worker_pids(address)[0])
+    assert wait_until(lambda: job_in(address, tmp_path), timeout=120)
+    job = job_in(address, tmp_path)
+    assert not children(command.pid)  # the worker is detached: a benchmark of this job counts this command only
     command.send_signal(getattr(signal, how))
     command.wait(timeout=30)
     assert wait_until(lambda: not alive(job)), "the job outlived its command"

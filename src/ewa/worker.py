@@ -108,22 +108,27 @@ def run_in_worker(argv: list[str]) -> int | None:
         umask = os.umask(0)
         os.umask(umask)
         payload = json.dumps({"argv": argv, "cwd": os.getcwd(), "env": env, "umask": umask}).encode()
-        try:
-            socket.send_fds(sock, [HEADER.pack(len(payload))], [0, 1, 2])
-            sock.sendall(payload)
-        except OSError:
-            return None  # the worker went away before it took the job
-        forwarded = []
+        pending, sent = [], []  # signals that came before the job was handed over; whether it was
 
         def forward(signum, _frame):
-            forwarded.append(signum)
+            if not sent:
+                pending.append(signum)
+                return
             try:
                 sock.sendall(bytes([signum]))
             except OSError:
-                pass
+                pass  # the job has ended
 
         previous = {s: signal.signal(s, forward) for s in FORWARDED}
         try:
+            try:
+                socket.send_fds(sock, [HEADER.pack(len(payload))], [0, 1, 2])
+                sock.sendall(payload)
+            except OSError:  # the worker went away before it took the job
+                return 128 + pending[0] if pending else None
+            sent.append(True)
+            for signum in pending:
+                forward(signum, None)
             status = receive_exactly(sock, STATUS.size)
         finally:
             for s, handler in previous.items():
@@ -147,20 +152,26 @@ def connect(address: str) -> socket.socket | None:
 
 
 def start_worker(address: str, env: dict[str, str]) -> socket.socket | None:
-    """Start a worker for `address` and wait until it listens (or another command's worker does)."""
-    # -P: the job's directory must not shadow an installed module in a process that outlives the job
-    worker = subprocess.Popen([sys.executable, "-P", "-m", "ewa.worker", address], env=env, cwd="/",
-                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)
-    deadline = time.monotonic() + START_S
-    while time.monotonic() < deadline:
-        if sock := connect(address):
-            return sock
-        if worker.poll() is not None and worker.returncode != 0:
-            return None
-        time.sleep(0.05)
-    worker.kill()
-    return None
+    """Start a worker for `address` and wait until it listens (or another command's worker does).
+
+    The worker is detached (its parent exits at once): no job's process tree holds it, so Snakemake's
+    benchmark of the job that started it does not count the other jobs it serves."""
+    ready, ready_w = os.pipe()  # the worker closes its end once it listens, or by exiting
+    try:
+        # -P: the job's directory must not shadow an installed module in a process that outlives the job
+        subprocess.run([sys.executable, "-P", "-m", "ewa.worker", address, str(ready_w)], env=env, cwd="/",
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       pass_fds=[ready_w], start_new_session=True, check=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        os.close(ready)
+        return None
+    finally:
+        os.close(ready_w)
+    with os.fdopen(ready, "rb") as pipe, selectors.DefaultSelector() as selector:
+        selector.register(pipe, selectors.EVENT_READ)
+        if not selector.select(START_S):
+            return None  # still importing: the job runs in its own process
+    return connect(address)
 
 
 def receive_exactly(sock: socket.socket, size: int) -> bytes | None:
@@ -227,6 +238,10 @@ class Worker:
             conn.close()
             self.close()
             run_child(request, fds)  # never returns
+        try:
+            os.setpgid(pid, pid)  # here too: a signal forwarded before the child ran its own setpgid finds the group
+        except OSError:
+            pass  # the child has exec'd or ended already
         for fd in fds:
             os.close(fd)
         conn.setblocking(False)
@@ -319,7 +334,11 @@ def signal_group(pid: int, signum: int) -> None:
         pass
 
 
-def main(address: str) -> None:
+def main(address: str, ready_fd: int) -> None:
+    """Fork the worker off and return (the command waits for this process), then import, listen and close
+    `ready_fd` to say so."""
+    if os.fork():
+        os._exit(0)
     import importlib
 
     for module in PRELOAD:
@@ -328,8 +347,9 @@ def main(address: str) -> None:
         worker = Worker(address)
     except OSError:
         return  # another command started this worker first
+    os.close(ready_fd)
     worker.serve()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], int(sys.argv[2]))
