@@ -20,7 +20,9 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # `make test` sets EWA_WORKER=1 (ewa.worker) for the workflows and `ewa` commands the tests start, which get
 # it from helpers.workflow_env; a test that calls ewa.cli.main itself runs it in its own process.
-os.environ["EWA_TEST_WORKER"] = os.environ.pop("EWA_WORKER", "0")
+# (An xdist worker runs this file again, in the environment this made.)
+if "EWA_WORKER" in os.environ:
+    os.environ["EWA_TEST_WORKER"] = os.environ.pop("EWA_WORKER")
 
 
 @pytest.fixture(scope="session")

@@ -159,7 +159,7 @@ def start_worker(address: str, env: dict[str, str]) -> socket.socket | None:
     ready, ready_w = os.pipe()  # the worker closes its end once it listens, or by exiting
     try:
         # -P: the job's directory must not shadow an installed module in a process that outlives the job
-        subprocess.run([sys.executable, "-P", "-m", "ewa.worker", address, str(ready_w)], env=env, cwd="/",
+        subprocess.run([sys.executable, "-P", "-m", "ewa.worker_main", address, str(ready_w)], env=env, cwd="/",
                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                        pass_fds=[ready_w], start_new_session=True, check=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
@@ -192,7 +192,8 @@ def receive_exactly(sock: socket.socket, size: int) -> bytes | None:
 class Worker:
     """One environment's worker: a listener, and per running job its command's connection and a pidfd."""
 
-    def __init__(self, address: str):
+    def __init__(self, address: str, run_command):
+        self.run_command = run_command  # argv -> exit status, in the child
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind("\0" + address)  # OSError: another command started this worker first
         self.listener.listen(64)
@@ -237,7 +238,7 @@ class Worker:
         if pid == 0:
             conn.close()
             self.close()
-            run_child(request, fds)  # never returns
+            run_child(request, fds, self.run_command)  # never returns
         try:
             os.setpgid(pid, pid)  # here too: a signal forwarded before the child ran its own setpgid finds the group
         except OSError:
@@ -288,8 +289,8 @@ class Worker:
         self.listener.close()
 
 
-def run_child(request: dict, fds: list[int]) -> None:
-    """Become the job: its descriptors, directory, umask, environment and argv, then `ewa.cli.main`."""
+def run_child(request: dict, fds: list[int], run_command) -> None:
+    """Become the job (its descriptors, directory, umask, environment and argv), then run its command."""
     code = 1
     try:
         os.setpgid(0, 0)  # its own group: a signal for the job reaches the sandboxes it starts
@@ -304,8 +305,6 @@ def run_child(request: dict, fds: list[int]) -> None:
         os.environ.clear()
         os.environ.update(request["env"])
         sys.argv = ["ewa", *request["argv"]]
-        from ewa.cli import run_command
-
         code = run_command(request["argv"])
     except SystemExit as e:
         if e.code is None or isinstance(e.code, int):
@@ -334,9 +333,9 @@ def signal_group(pid: int, signum: int) -> None:
         pass
 
 
-def main(address: str, ready_fd: int) -> None:
-    """Fork the worker off and return (the command waits for this process), then import, listen and close
-    `ready_fd` to say so."""
+def serve(address: str, ready_fd: int, run_command) -> None:
+    """Fork the worker off and return (the command that starts it waits for this process), then import,
+    listen, and close `ready_fd` to say so; each job runs `run_command(argv)` in a child."""
     if os.fork():
         os._exit(0)
     import importlib
@@ -344,12 +343,8 @@ def main(address: str, ready_fd: int) -> None:
     for module in PRELOAD:
         importlib.import_module(module)
     try:
-        worker = Worker(address)
+        worker = Worker(address, run_command)
     except OSError:
         return  # another command started this worker first
     os.close(ready_fd)
     worker.serve()
-
-
-if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]))
