@@ -1,8 +1,7 @@
 """Run `ewa` jobs in a worker that imported torch and transformers once (EWA_WORKER=1).
 
-A job of the CPU miniature spends most of its start importing torch and transformers (~6 s of CPU for a
-sample job; its model loads in a fraction of a second), which is a third of its sampling time and most
-of an evaluation. With EWA_WORKER=1 the `ewa` command hands its job to a worker: a process that imported
+A job of the CPU miniature spends most of its start importing torch and transformers, not loading its
+tiny model (docs/benchmarks.md#the-worker has the figures). With EWA_WORKER=1 the `ewa` command hands its job to a worker: a process that imported
 those modules once and forks a child per job. The child runs the command (`ewa.cli.run_command`) with the
 job's argv, working directory, umask, environment and stdin/stdout/stderr (passed as descriptors), so
 outputs, logs and exit status are those of a run in its own process. A signal the command receives (Snakemake
