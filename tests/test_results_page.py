@@ -42,13 +42,16 @@ def test_the_archive_holds_every_reported_seed_with_its_registration(rendered):
                              "claims/budget_curve.csv", "approaches/premise.csv", "frontier/behaviour.csv"):
                     assert (table.parent / f"seed{seed}" / name).is_file(), (table.parent, seed, name)
             assert f"seeds {', '.join(map(str, meta['seeds']))}" in page
+            # a seed of an earlier report left beside these is read by nothing and misleads a reader
+            held = sorted(int(p.name.removeprefix("seed")) for p in table.parent.glob("seed*"))
+            assert held == ([] if (meta.get("withdrawal") or {}).get("withdrawn") else sorted(meta["seeds"])), table
 
 
 def test_an_edited_number_in_the_archive_changes_the_page(rendered, tmp_path):
     archive = tmp_path / "science"
     shutil.copytree(ARCHIVE, archive)
     (first,) = sorted(archive.glob("study/*/reasoning"))
-    seed = sorted(first.glob("seed*"))[0]
+    seed = first / f"seed{pd.read_json(first / 'run.json', typ='series')['seeds'][0]}"
     claims = pd.read_csv(seed / "claims" / "claims.csv")
     claims.loc[0, "value"] += 0.5
     claims.to_csv(seed / "claims" / "claims.csv", index=False)
