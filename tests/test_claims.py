@@ -15,11 +15,12 @@ import pytest
 from helpers import (DESIGN, ROOT, alpha_specs, claims_settings, ensemble_settings, expected_rate,
                      write_approach_samples, write_design)
 
-from ewa.analysis.claims import OUTPUT_FILES, ceiling, measure, read_claims, value_text, verdict
+from ewa.analysis.claims import CLAIMS, OUTPUT_FILES, ceiling, measure, read_claims, value_text, verdict
 from ewa.analysis.ensemble import matched_budget_table
 from ewa.analysis.frontier import AlphaGrid
 from ewa.analysis.science import control_outcome, how_4b_chooses
 from ewa.cli import main
+from ewa.config import validate
 from ewa.train.outcome import Endpoints
 from ewa.verdicts import VERDICTS
 
@@ -353,6 +354,28 @@ def test_claims_over_identical_endpoints_are_untestable():
     one = claims_of(grid, endpoints=Endpoints(identical=False, unchanged=("low",)))
     assert (one["verdict"] == "untestable (low unchanged from the init)").all()
     assert (claims_of(grid, endpoints=Endpoints(identical=False))["verdict"] == claims_of(grid)["verdict"]).all()
+
+
+def test_same_regimes_is_judged_by_the_rule_registered_with_it():
+    """Reports registered before `science.control_rule` keep the any-seed rule they were registered with; from
+    then on a directional claim counts against the control only as the study's verdict counts it (every seed)."""
+    def control(*ci_per_claim, rule=None):
+        claims = [{"claim": c.key, "title": c.title, "values": [0.1, 0.1], "verdicts": ["not reproduced"] * 2,
+                   "ci_verdicts": ["not reproduced"] * 2} for c in CLAIMS]
+        for claim, ci in zip(claims, ci_per_claim):
+            claim["ci_verdicts"] = ci
+        return {"claims": claims, **({"control_rule": rule} if rule else {})}
+    one_seed = control(["reproduced", "not reproduced"])
+    assert control_outcome("same-regimes", one_seed, one_seed).startswith(
+        "Not as predicted: the pipeline reports a difference where none was put in, claim 1 (1 of 2 seeds).")
+    one_seed["control_rule"] = "every_seed"
+    held = control_outcome("same-regimes", one_seed, one_seed)
+    assert held.startswith("As predicted: none of claims 1, 2, 3a") and "(every seed, the study's rule)" in held
+    assert "One seed's CI alone lies on the claimed side for 1 (1 of 2 seeds)" in held
+    both = control(["reproduced", "reproduced"], rule="every_seed")
+    assert control_outcome("same-regimes", both, both) == ("Not as predicted: the pipeline reports a difference "
+                                                          "where none was put in, claim 1 (2 of 2 seeds) (every seed).")
+    assert validate({})["science"]["control_rule"] == "every_seed"
 
 
 def test_grid_without_an_endpoint_is_one_error_line(tmp_path, capsys):

@@ -224,7 +224,7 @@ def test_scripts_science_publishes_only_checked_tables_and_records_the_report(tm
     assert done.returncode == 0, done.stderr
     text = page.read_text()
     assert "#### Control: same-regimes" in text and "hand-written" in text
-    assert re.search(r"As predicted: none of claims 1, 2, 3\w, [\w, ]*4b is reproduced in any seed\.", text)
+    assert re.search(r"As predicted: none of claims 1, 2, 3\w, [\w, ]*4b is reproduced \(every seed, the study.s rule\)\.", text)
     assert "| study | " in text and "| control same-regimes | " in text
     assert [e["seeds"] for e in read_registry(registry)["reports"]] == [[3, 4], [7, 8]]
     # publishing the same tables again records nothing new

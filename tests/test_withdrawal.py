@@ -185,6 +185,7 @@ def test_publishing_a_withdrawn_run_says_so_on_the_page_archive_and_registry(run
     archived = tmp_path / "docs" / "science" / "study" / "mini" / "reasoning"
     assert sorted(p.name for p in archived.iterdir()) == ["run.json"]  # no seed's claims are published
     assert json.loads((archived / "run.json").read_text())["withdrawal"]["withdrawn"] is True
+    assert json.loads((archived / "run.json").read_text())["control_rule"] == "every_seed"  # registered with the run
     # the page renders again from the archive alone, and the seeds are never reported again
     again = subprocess.run([sys.executable, str(ROOT / "scripts/science.py"), "--render-only", "--page", str(page)],
                            capture_output=True, text=True)

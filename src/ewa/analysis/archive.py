@@ -82,6 +82,7 @@ def archive_table(science_dir: Path, archive_root: Path, run: str, order: int, c
                         shutil.copy(dirs[step] / name, tmp / f"seed{seed}" / step / name)
         write_json(tmp / "run.json", {"run": run, "order": order, "benchmark": benchmark, "setting": setting,
                                       "seeds": seeds, "design_seeds": sorted(design_seeds), "demo_seed": demo_seed,
+                                      "control_rule": config["science"]["control_rule"],
                                       "registration": None if registration.get("checked") is False else registration,
                                       **({"withdrawal": withdrawal} if withdrawal is not None else {})})
     return dest
@@ -138,8 +139,10 @@ def render(archive_root: str | Path, figures_dir: str | Path | None = None) -> t
                 if main is None:
                     raise ValueError(f"archive: {run} is {meta['benchmark']} / {meta['setting']}, which no study "
                                      "table is")
-                controls += controls_section(main, {run.removeprefix("control-"):
-                                                    json.loads((out / "summary.json").read_text())})
+                control = json.loads((out / "summary.json").read_text())
+                # the rule registered with the run; tables archived before the key had the any-seed rule
+                control["control_rule"] = meta.get("control_rule", "any_seed")
+                controls += controls_section(main, {run.removeprefix("control-"): control})
     return "\n".join(parts + [END["science"]]), "\n".join(controls + [END["controls"]]) if runs else None
 
 

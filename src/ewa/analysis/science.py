@@ -451,6 +451,13 @@ CONTROLS = {
                     "trivially when nothing differs). In the study claim 1 follows from the design (the brute "
                     "force passes exactly the smaller half of each suite, and `low` rewards exactly that half); "
                     "this control shows that the pipeline measures that difference and does not make one.",
+        "predicts_every_seed": "With no difference between the regimes the pipeline must report none: no claim "
+                               "that alphas differ in a direction is reproduced by the study's rule (every seed's "
+                               "CI on the claimed side; a flat solve rate, 2b, holds trivially when nothing "
+                               "differs). In the study claim 1 follows from the design (the brute force passes "
+                               "exactly the smaller half of each suite, and `low` rewards exactly that half); "
+                               "this control shows that the pipeline measures that difference and does not make "
+                               "one out of training noise.",
     },
     "no-wrong": {
         "change": "no wrong efficient variants in the SFT mix (`model.sft.mix.wrong: 0`): the init never "
@@ -491,17 +498,26 @@ def control_outcome(name: str, main: dict, control: dict) -> str:
     claims, ours = _claims_by_key(control), _claims_by_key(main)
     if name == "same-regimes":
         # the claims that alphas differ in a direction (not a flat rate, nor a share within a range), by their
-        # intervals: the endpoints are identical by design, so the verdicts read untestable and only the
-        # intervals can show the pipeline making a difference out of sampling noise
+        # intervals: endpoints trained on one reward from one init (identical ones, in the reports before
+        # seed_stream, read untestable), so only the intervals can show a difference the pipeline made
         keys = [c.key for c in CLAIMS if c.expect in ("<0", ">0") and c.key in claims]
         directed = [(claims[k], claims[k].get("ci_verdicts", claims[k]["verdicts"])) for k in keys]
-        found = [f"{label(c)} ({sum(v == 'reproduced' for v in ci)} of {len(ci)} seeds)" for c, ci in directed
-                 if "reproduced" in ci]
+        counted = lambda c, ci: f"{label(c)} ({sum(v == 'reproduced' for v in ci)} of {len(ci)} seeds)"  # noqa: E731
+        labels = ", ".join(dict.fromkeys(label(c) for c, _ in directed))
+        if control.get("control_rule", "any_seed") == "any_seed":
+            found = [counted(c, ci) for c, ci in directed if "reproduced" in ci]
+            if not found:
+                return f"As predicted: none of claims {labels} is reproduced in any seed."
+            return ("Not as predicted: the pipeline reports a difference where none was put in, claim "
+                    + ", ".join(found) + ".")
+        found = [counted(c, ci) for c, ci in directed if ci and all(v == "reproduced" for v in ci)]
+        some = [counted(c, ci) for c, ci in directed if "reproduced" in ci and not all(v == "reproduced" for v in ci)]
+        seen = (" One seed's CI alone lies on the claimed side for " + ", ".join(some) + ": two trainings on "
+                "different seeds differ, in no direction the seeds agree on." if some else "")
         if not found:
-            labels = list(dict.fromkeys(label(c) for c, _ in directed))
-            return f"As predicted: none of claims {', '.join(labels)} is reproduced in any seed."
+            return f"As predicted: none of claims {labels} is reproduced (every seed, the study's rule).{seen}"
         return ("Not as predicted: the pipeline reports a difference where none was put in, claim "
-                + ", ".join(found) + ".")
+                + ", ".join(found) + " (every seed)." + seen)
     both = [a for a, r in control["premise_ratio"].items()
             if r is not None and main["premise_ratio"].get(a) is not None]
     shrank = [a for a in both if control["premise_ratio"][a] < main["premise_ratio"][a]]
@@ -538,7 +554,8 @@ def controls_section(main: dict, controls: dict[str, dict]) -> list[str]:
         lines += [f"#### Control: {name} ({control['benchmark']} / {control['setting']})", "",
                   f"The change: {about['change']}. Seeds {seeds(control)}, {control['benchmark']} / "
                   f"{control['setting']}. " + registration_text(control["registration"]), "",
-                  about["predicts"], "",
+                  about["predicts"] if control.get("control_rule", "any_seed") == "any_seed"
+                  else about.get("predicts_every_seed", about["predicts"]), "",
                   f"| claim | study: mean (seeds reproduced), seeds {seeds(main)} | control: mean (seeds "
                   f"reproduced), seeds {seeds(control)} |", "|---|---|---|"]
         lines += [f"| {c['title']} | {_cell(c)} | {_cell(theirs.get(key))} |" for key, c in ours.items()]
