@@ -184,3 +184,12 @@ def test_the_init_seed_is_registered_with_the_seeds_and_checked_before_a_run(tmp
     study["science"]["init_seed"] = 21
     with pytest.raises(RegistryError, match="init seed 21 is registered as a report seed of control.yaml"):
         register(registry, {"study.yaml": study}, "c0ffee")
+    # a control that starts from the study's init names that init's directory; another seed's is refused
+    # before anything runs (a control of init seed 530 once named seed 520's, and failed after the study)
+    study["science"]["init_seed"] = 13
+    control["science"]["init_from"] = "../../../results/init/seed12/model"
+    with pytest.raises(RegistryError, match=r"control.yaml: science.init_from \.\./\.\./\.\./results/init/seed12/model "
+                                            r"is the init of seed 12, not of init seed 13"):
+        register(registry, {"control.yaml": control}, "c0ffee")
+    control["science"]["init_from"] = "../../../results/init/seed13/model"
+    register(registry, {"control.yaml": control}, "c0ffee")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -108,6 +109,11 @@ def init_seed_error(registry: dict, name: str, config: dict) -> str | None:
     taken = [e["experiment"] for e in registry["next"] if init_seed in e["seeds"]]
     if taken:
         return f"{name}: init seed {init_seed} is registered as a report seed of {taken[0]}"
+    # a control that starts from the study's init names its directory: it must be this init seed's
+    named = re.search(r"(?:^|/)init/seed(\d+)(?:/|$)", str(config["science"].get("init_from") or ""))
+    if named and int(named[1]) != init_seed:
+        return (f"{name}: science.init_from {config['science']['init_from']} is the init of seed {named[1]}, "
+                f"not of init seed {init_seed}")
     return None
 
 
