@@ -185,7 +185,7 @@ def test_the_init_seed_is_registered_with_the_seeds_and_checked_before_a_run(tmp
     with pytest.raises(RegistryError, match="init seed 21 is registered as a report seed of control.yaml"):
         register(registry, {"study.yaml": study}, "c0ffee")
     # a control that starts from the study's init names that init's directory; another seed's is refused
-    # before anything runs (a control of init seed 530 once named seed 520's, and failed after the study)
+    # at registration, before the study runs, not when the control's own workflow starts after it
     study["science"]["init_seed"] = 13
     control["science"]["init_from"] = "../../../results/init/seed12/model"
     with pytest.raises(RegistryError, match=r"control.yaml: science.init_from \.\./\.\./\.\./results/init/seed12/model "

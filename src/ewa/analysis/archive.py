@@ -21,7 +21,8 @@ import tempfile
 from pathlib import Path
 
 from ewa.analysis import withdrawal as withdraw
-from ewa.analysis.science import controls_section, preregistration, write_science, write_withdrawn
+from ewa.analysis.science import (DEFAULT_CONTROL_RULE, controls_section, preregistration, write_science,
+                                  write_withdrawn)
 from ewa.io import atomic_path, write_json
 
 STUDY = "study"
@@ -140,8 +141,7 @@ def render(archive_root: str | Path, figures_dir: str | Path | None = None) -> t
                     raise ValueError(f"archive: {run} is {meta['benchmark']} / {meta['setting']}, which no study "
                                      "table is")
                 control = json.loads((out / "summary.json").read_text())
-                # the rule registered with the run; tables archived before the key had the any-seed rule
-                control["control_rule"] = meta.get("control_rule", "any_seed")
+                control["control_rule"] = meta.get("control_rule", DEFAULT_CONTROL_RULE)  # registered with the run
                 controls += controls_section(main, {run.removeprefix("control-"): control})
     return "\n".join(parts + [END["science"]]), "\n".join(controls + [END["controls"]]) if runs else None
 

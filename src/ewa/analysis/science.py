@@ -446,18 +446,12 @@ CONTROLS = {
         "change": "both regimes reward the whole suite (`regimes`: low and high at fraction 1.0), and `high` "
                   "trains on a GRPO seed and data order of its own (`seed_stream`): two trainings on one reward "
                   "from one init",
+        # {where}, {lead} and {tail}: the words of the control's rule (RULE_WORDS)
         "predicts": "With no difference between the regimes the pipeline must report none: no claim that "
-                    "alphas differ in a direction is reproduced in any seed (a flat solve rate, 2b, holds "
+                    "alphas differ in a direction is reproduced {where} ({lead}a flat solve rate, 2b, holds "
                     "trivially when nothing differs). In the study claim 1 follows from the design (the brute "
                     "force passes exactly the smaller half of each suite, and `low` rewards exactly that half); "
-                    "this control shows that the pipeline measures that difference and does not make one.",
-        "predicts_every_seed": "With no difference between the regimes the pipeline must report none: no claim "
-                               "that alphas differ in a direction is reproduced by the study's rule (every seed's "
-                               "CI on the claimed side; a flat solve rate, 2b, holds trivially when nothing "
-                               "differs). In the study claim 1 follows from the design (the brute force passes "
-                               "exactly the smaller half of each suite, and `low` rewards exactly that half); "
-                               "this control shows that the pipeline measures that difference and does not make "
-                               "one out of training noise.",
+                    "this control shows that the pipeline measures that difference and does not make one{tail}.",
     },
     "no-wrong": {
         "change": "no wrong efficient variants in the SFT mix (`model.sft.mix.wrong: 0`): the init never "
@@ -469,6 +463,18 @@ CONTROLS = {
                     "model on their own.",
     },
 }
+
+
+# How same-regimes counts a directional claim against itself (science.control_rule). A table archived
+# without the key was registered before it existed, under the any-seed rule.
+DEFAULT_CONTROL_RULE = "any_seed"
+RULE_WORDS = {"any_seed": {"where": "in any seed", "lead": "", "tail": ""},
+              "every_seed": {"where": "by the study's rule", "lead": "every seed's CI on the claimed side; ",
+                             "tail": " out of training noise"}}
+
+
+def control_rule(control: dict) -> str:
+    return control.get("control_rule", DEFAULT_CONTROL_RULE)
 
 
 def _claims_by_key(summary: dict) -> dict:
@@ -498,13 +504,13 @@ def control_outcome(name: str, main: dict, control: dict) -> str:
     claims, ours = _claims_by_key(control), _claims_by_key(main)
     if name == "same-regimes":
         # the claims that alphas differ in a direction (not a flat rate, nor a share within a range), by their
-        # intervals: endpoints trained on one reward from one init (identical ones, in the reports before
-        # seed_stream, read untestable), so only the intervals can show a difference the pipeline made
+        # intervals: identical endpoints read untestable, so only the intervals can show a difference the
+        # pipeline made
         keys = [c.key for c in CLAIMS if c.expect in ("<0", ">0") and c.key in claims]
         directed = [(claims[k], claims[k].get("ci_verdicts", claims[k]["verdicts"])) for k in keys]
         counted = lambda c, ci: f"{label(c)} ({sum(v == 'reproduced' for v in ci)} of {len(ci)} seeds)"  # noqa: E731
         labels = ", ".join(dict.fromkeys(label(c) for c, _ in directed))
-        if control.get("control_rule", "any_seed") == "any_seed":
+        if control_rule(control) == "any_seed":
             found = [counted(c, ci) for c, ci in directed if "reproduced" in ci]
             if not found:
                 return f"As predicted: none of claims {labels} is reproduced in any seed."
@@ -554,8 +560,8 @@ def controls_section(main: dict, controls: dict[str, dict]) -> list[str]:
         lines += [f"#### Control: {name} ({control['benchmark']} / {control['setting']})", "",
                   f"The change: {about['change']}. Seeds {seeds(control)}, {control['benchmark']} / "
                   f"{control['setting']}. " + registration_text(control["registration"]), "",
-                  about["predicts"] if control.get("control_rule", "any_seed") == "any_seed"
-                  else about.get("predicts_every_seed", about["predicts"]), "",
+                  about["predicts"].format(**RULE_WORDS[control_rule(control)]) if name == "same-regimes"
+                  else about["predicts"], "",
                   f"| claim | study: mean (seeds reproduced), seeds {seeds(main)} | control: mean (seeds "
                   f"reproduced), seeds {seeds(control)} |", "|---|---|---|"]
         lines += [f"| {c['title']} | {_cell(c)} | {_cell(theirs.get(key))} |" for key, c in ours.items()]
