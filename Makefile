@@ -50,17 +50,23 @@ report: $(STAMP)
 # (results/seed<N>/), so seeds run side by side under a profile and a killed run resumes; a control runs in
 # results/controls/NAME/. First the seeds' registration is checked (docs/registry.yaml, scripts/register.py);
 # last scripts/science.py writes the tables and figures into docs/results.md and records the report.
-# The study runs first: it builds the report's one init (science.init_seed) and its calibration, which the
-# controls read from results/ (science.init_from, sandbox.calibration; a control whose change is the SFT mix
-# builds its own init from the same seed) and refuse to plan without.
+# The study's calibration comes first: every run judges by it (sandbox.calibration), and the controls refuse
+# to plan without it. Then the inits, side by side (scripts/science_inits.py): the study's one init
+# (science.init_seed), which a control names in science.init_from, and the own init of a control whose
+# change is the SFT mix. Then the study and each control.
 CONTROLS := same-regimes no-wrong
 SCIENCE_SETTINGS := reasoning tools agentic  # configs/science.yaml's sample.settings, the controls' too
 science: $(STAMP)
 	$(BIN)/python scripts/register.py --check configs/science.yaml $(foreach c,$(CONTROLS),configs/control-$(c).yaml)
 	bash scripts/unlock-if-stale.sh
+	for c in $(CONTROLS); do \
+	  mkdir -p results/controls/$$c && bash scripts/unlock-if-stale.sh results/controls/$$c || exit 1; \
+	done
+	$(BIN)/snakemake results/calibration.json --profile profiles/local --cores $(CORES) --configfile configs/science.yaml
+	$(BIN)/python scripts/science_inits.py --cores $(CORES) .=configs/science.yaml \
+	  $(foreach c,$(CONTROLS),results/controls/$(c)=configs/control-$(c).yaml)
 	$(BIN)/snakemake science_all --profile profiles/local --cores $(CORES) --configfile configs/science.yaml
 	for c in $(CONTROLS); do \
-	  mkdir -p results/controls/$$c && bash scripts/unlock-if-stale.sh results/controls/$$c && \
 	  $(BIN)/snakemake science_all --profile profiles/local --cores $(CORES) --snakefile $(CURDIR)/Snakefile \
 	    --directory results/controls/$$c --configfile $(CURDIR)/configs/control-$$c.yaml || exit 1; \
 	done

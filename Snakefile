@@ -33,6 +33,13 @@ rule all:
         seed_targets(config["seed"]),
 
 
+# `make science`'s first step (scripts/science_inits.py): the init(s) science.seeds start from, none when
+# science.init_from names another run's, so the inits of a report's runs can be built side by side.
+rule science_init:
+    input:
+        [] if config["science"].get("init_from") else sorted({init_dir(s) for s in config["science"]["seeds"]}),
+
+
 # `make science`: the claims over science.seeds, each seed a replicate run side by side under a profile.
 rule science_all:
     input:

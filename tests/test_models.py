@@ -62,12 +62,13 @@ def init_config(seed=0, steps=3):
 
 @pytest.fixture(scope="session")
 def tiny_inits(tmp_path_factory, problems_file):
-    """Two `ewa init` runs with the same seed and one with another seed."""
+    """Two `ewa init` runs with the same seed, on one thread and on two (make science builds a report's inits
+    side by side on one thread each), and one with another seed (back on one thread)."""
     root = tmp_path_factory.mktemp("inits")
     out = {}
-    for name, seed in (("a", 0), ("b", 0), ("c", 1)):
+    for name, seed, threads in (("a", 0, 1), ("b", 0, 2), ("c", 1, 1)):
         rc = main(["init", "--config", init_config(seed), "--problems", str(problems_file),
-                   "--out", str(root / name)])
+                   "--threads", str(threads), "--out", str(root / name)])
         assert rc == 0
         out[name] = root / name
     return out

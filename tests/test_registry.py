@@ -316,13 +316,39 @@ def test_each_control_plans_the_full_dag(path, tmp_path):
     assert f"alpha{alpha_tag(config['merge']['alphas'][0])}" in done.stdout
 
 
+def test_the_inits_step_builds_each_init_a_run_does_not_take_from_another(tmp_path):
+    """make science builds the study's init and the own init of a control whose change is the SFT mix side by
+    side, and none for a control that starts from the study's (science.init_from)."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from science_inits import runs_with_own_init, snakemake_command
+
+    runs = [(".", str(ROOT / "configs" / "science.yaml"))] + [
+        (f"results/controls/{control_name(p)}", str(p)) for p in CONTROL_CONFIGS]
+    own = {directory for directory, _ in runs_with_own_init(runs)}
+    assert own == {"."} | {d for d, c in runs[1:] if not load(c)["science"].get("init_from")}
+    assert "results/controls/same-regimes" not in own and "results/controls/no-wrong" in own
+    command = snakemake_command(str(tmp_path), str(ROOT / "configs" / "science.yaml"), 1)
+    done = subprocess.run(command + ["-n"], cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    table = done.stdout.split("Job stats:")[1].split("total")[0]
+    counts = {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
+    assert counts == {"preflight": 1, "shared_init_prepare": 1, "shared_init": 1, "science_init": 1}
+    init_seed = load(ROOT / "configs" / "science.yaml")["science"]["init_seed"]
+    assert f"--out results/init/seed{init_seed}/model" in done.stdout and "--threads 1 " in done.stdout
+
+
 def test_make_science_checks_registration_then_runs_the_study_and_each_control_in_its_own_directory():
     done = subprocess.run(["make", "-n", "science", "STAMP=Makefile"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     lines = done.stdout
     first = lines.index("scripts/register.py --check configs/science.yaml")
-    assert first < lines.index("science_all --profile") < lines.index("--configfile configs/science.yaml") < lines.index("for c in")
+    # the calibration every run judges by, then the inits side by side, then the study, then the controls
+    calibration = lines.index("snakemake results/calibration.json --profile profiles/local")
+    inits = lines.index("scripts/science_inits.py --cores 2 .=configs/science.yaml")
+    study = lines.index("snakemake science_all --profile profiles/local --cores 2 --configfile configs/science.yaml")
+    assert first < calibration < inits < study < lines.index("snakemake science_all", study + 1)
     names = re.search(r"for c in ([\w\s-]+); do", lines)[1].split()
+    assert all(f"results/controls/{n}=configs/control-{n}.yaml" in lines[inits:study] for n in names)
     assert sorted(names) == sorted(map(control_name, CONTROL_CONFIGS))
     assert re.search(r"--directory results/controls/\$c --configfile \S+/configs/control-\$c\.yaml", lines)
     publish = lines[lines.index("scripts/science.py"):]

@@ -1,0 +1,61 @@
+"""Build the inits of a report's runs side by side, before the runs themselves (`make science`).
+
+SFT on a tiny model gains only ~1.6x from a second thread, and a run's init is the one job its DAG can run
+then, so two inits built one after another at two threads each (the study's, and a control's whose change
+is the SFT mix) hold both cores ~3.5 minutes longer than the same two at one thread each, side by side. The
+models are the same bytes at any thread count (docs/benchmarks.md#make-science-the-inits-side-by-side). A
+run that starts from another's init (`science.init_from`) builds none here.
+
+    python scripts/science_inits.py --cores 2 .=configs/science.yaml \
+        results/controls/no-wrong=configs/control-no-wrong.yaml
+"""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+from ewa.config import ConfigError, load
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def runs_with_own_init(runs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The (directory, config) pairs whose config builds its init rather than naming another run's."""
+    own = []
+    for directory, config in runs:
+        try:
+            science = load(config)["science"]
+        except ConfigError as err:
+            sys.exit(f"science_inits: {err}")
+        if not science.get("init_from"):
+            own.append((directory, config))
+    return own
+
+
+def snakemake_command(directory: str, config: str, cores: int) -> list[str]:
+    command = [str(Path(sys.executable).parent / "snakemake"), "science_init", "--profile", "profiles/local",
+               "--cores", str(cores), "--configfile", str(Path(config).resolve())]
+    if Path(directory).resolve() != ROOT:
+        command += ["--snakefile", str(ROOT / "Snakefile"), "--directory", directory]
+    return command
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cores", type=int, required=True, help="cores shared by the runs' inits")
+    parser.add_argument("runs", nargs="+", metavar="DIR=CONFIG", help="a run's directory and its config")
+    args = parser.parse_args()
+    runs = runs_with_own_init([tuple(run.split("=", 1)) for run in args.runs])
+    cores = max(1, args.cores // max(1, len(runs)))  # each init its share; SFT gains little from more
+    jobs = [(directory, subprocess.Popen(snakemake_command(directory, config, cores), cwd=ROOT))
+            for directory, config in runs]
+    failed = [directory for directory, job in jobs if job.wait() != 0]
+    if failed:
+        print(f"science_inits: the init of {', '.join(failed)} failed (its Snakemake log says why)", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
