@@ -14,17 +14,13 @@ import json
 import shutil
 from pathlib import Path
 
-import matplotlib
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from ewa.alphas import alpha_tag  # noqa: E402
-from ewa.analysis import withdrawal as withdraw  # noqa: E402
-from ewa.analysis.claims import CLAIMS, ENSEMBLE_ROWS, value_text  # noqa: E402
-from ewa.analysis.registry import check as check_registry  # noqa: E402
-from ewa.io import atomic_path, write_json, write_text  # noqa: E402
+from ewa.alphas import alpha_tag
+from ewa.analysis import withdrawal as withdraw
+from ewa.analysis.claims import CLAIMS, ENSEMBLE_ROWS, value_text
+from ewa.analysis.registry import check as check_registry
+from ewa.io import atomic_path, write_json, write_text
 
 OUTPUT_FILES = ("science.md", "seeds.png", "frontier.png", "summary.json", "registration.json", withdraw.FILE)
 START, END = "<!-- science:start -->", "<!-- science:end -->"
@@ -258,7 +254,19 @@ def premise_section(premises: list[pd.DataFrame], alphas) -> list[str]:
             "least twice as often as brute-force ones.", "", *table, ""]
 
 
+def pyplot():
+    """matplotlib's pyplot (Agg), imported when a figure is drawn: every Snakemake process imports this module
+    for OUTPUT_FILES while it reads the workflow (on SLURM, each job's), and none of them draws."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def plot(per_alpha: list[pd.DataFrame], seeds: list[int], out: Path, title: str) -> None:
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     for key, label, color in RATES:
         for j, table in enumerate(per_alpha):
@@ -404,6 +412,7 @@ def write_science(claims_dirs: list[Path], approaches_dirs: list[Path], frontier
 
 def placeholder(out: Path, text: str) -> None:
     """A figure saying why there is none: the rule outputs every figure, a withdrawn table draws no claim."""
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 1.2))
     ax.axis("off")
     ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, fontsize=9)
