@@ -37,7 +37,7 @@ def runs_with_own_init(runs: list[tuple[str, str]]) -> list[tuple[str, str]]:
 def snakemake_command(directory: str, config: str, cores: int) -> list[str]:
     command = [str(Path(sys.executable).parent / "snakemake"), "science_init", "--profile", "profiles/local",
                "--cores", str(cores), "--configfile", str(Path(config).resolve())]
-    if Path(directory).resolve() != ROOT:
+    if (ROOT / directory).resolve() != ROOT:  # the command runs in the checkout
         command += ["--snakefile", str(ROOT / "Snakefile"), "--directory", directory]
     return command
 
@@ -47,6 +47,8 @@ def main() -> int:
     parser.add_argument("--cores", type=int, required=True, help="cores shared by the runs' inits")
     parser.add_argument("runs", nargs="+", metavar="DIR=CONFIG", help="a run's directory and its config")
     args = parser.parse_args()
+    if bad := [run for run in args.runs if "=" not in run]:
+        parser.error(f"{bad[0]}: expected DIR=CONFIG (a run's directory and its config)")
     runs = runs_with_own_init([tuple(run.split("=", 1)) for run in args.runs])
     cores = max(1, args.cores // max(1, len(runs)))  # each init its share; SFT gains little from more
     jobs = [(directory, subprocess.Popen(snakemake_command(directory, config, cores), cwd=ROOT))
