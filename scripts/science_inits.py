@@ -1,10 +1,10 @@
 """Build the inits of a report's runs side by side, before the runs themselves (`make science`).
 
-SFT on a tiny model gains only ~1.6x from a second thread, and a run's init is the one job its DAG can run
-then, so two inits built one after another at two threads each (the study's, and a control's whose change
-is the SFT mix) hold both cores ~3.5 minutes longer than the same two at one thread each, side by side. The
-models are the same bytes at any thread count (docs/benchmarks.md#make-science-the-inits-side-by-side). A
-run that starts from another's init (`science.init_from`) builds none here.
+A run's init is the one job its DAG can run while it trains, and SFT on a tiny model gains little from a
+second thread, so the study's init and that of a control whose change is the SFT mix finish sooner side by
+side on one thread each than one after another on two; the models are the same bytes at any thread count
+(docs/benchmarks.md#make-science-the-inits-side-by-side). A run that starts from another's init
+(`science.init_from`) builds none here.
 
     python scripts/science_inits.py --cores 2 .=configs/science.yaml \
         results/controls/no-wrong=configs/control-no-wrong.yaml
