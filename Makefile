@@ -10,13 +10,15 @@ export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 # Local jobs run in a worker that imported torch once (src/ewa/worker.py); EWA_WORKER=0 gives each its own process.
 export EWA_WORKER ?= 1
+# Local Snakemake runs: no wait for a SLURM controller that is down (profiles/local/no-slurm.conf says why).
+LOCAL_RUN := SLURM_CONF=$(CURDIR)/profiles/local/no-slurm.conf
 
 .PHONY: demo test setup real-model dry-run lint report science clean slurm-localhost docker-sandbox vllm-smoke setup-gpu
 
 demo: $(STAMP)
 	bash scripts/unlock-if-stale.sh
-	$(BIN)/snakemake --profile profiles/local --cores $(CORES)
-	$(BIN)/snakemake --profile profiles/local --report results/report.html
+	$(LOCAL_RUN) $(BIN)/snakemake --profile profiles/local --cores $(CORES)
+	$(LOCAL_RUN) $(BIN)/snakemake --profile profiles/local --report results/report.html
 
 # Modules side by side, each whole on one pytest worker, the longest first (tests/conftest.py), one worker
 # more than cores: tests that wait on subprocesses, pipelines and SLURM polls leave room for it
@@ -37,13 +39,13 @@ $(STAMP): pyproject.toml scripts/setup.sh
 	bash scripts/setup.sh
 
 dry-run: $(STAMP)
-	$(BIN)/snakemake --profile profiles/local -n
+	$(LOCAL_RUN) $(BIN)/snakemake --profile profiles/local -n
 
 lint: $(STAMP)
-	$(BIN)/snakemake --lint
+	$(LOCAL_RUN) $(BIN)/snakemake --lint
 
 report: $(STAMP)
-	$(BIN)/snakemake --profile profiles/local --report results/report.html
+	$(LOCAL_RUN) $(BIN)/snakemake --profile profiles/local --report results/report.html
 
 # The study's claims over the config's science.seeds, and its negative controls (configs/control-NAME.yaml,
 # docs/results.md#controls): each one Snakemake run in which every seed is a replicate of the DAG
@@ -62,12 +64,12 @@ science: $(STAMP)
 	for c in $(CONTROLS); do \
 	  mkdir -p results/controls/$$c && bash scripts/unlock-if-stale.sh results/controls/$$c || exit 1; \
 	done
-	$(BIN)/snakemake results/calibration.json --profile profiles/local --cores $(CORES) --configfile configs/science.yaml
-	$(BIN)/python scripts/science_inits.py --cores $(CORES) .=configs/science.yaml \
+	$(LOCAL_RUN) $(BIN)/snakemake results/calibration.json --profile profiles/local --cores $(CORES) --configfile configs/science.yaml
+	$(LOCAL_RUN) $(BIN)/python scripts/science_inits.py --cores $(CORES) .=configs/science.yaml \
 	  $(foreach c,$(CONTROLS),results/controls/$(c)=configs/control-$(c).yaml)
-	$(BIN)/snakemake science_all --profile profiles/local --cores $(CORES) --configfile configs/science.yaml
+	$(LOCAL_RUN) $(BIN)/snakemake science_all --profile profiles/local --cores $(CORES) --configfile configs/science.yaml
 	for c in $(CONTROLS); do \
-	  $(BIN)/snakemake science_all --profile profiles/local --cores $(CORES) --snakefile $(CURDIR)/Snakefile \
+	  $(LOCAL_RUN) $(BIN)/snakemake science_all --profile profiles/local --cores $(CORES) --snakefile $(CURDIR)/Snakefile \
 	    --directory results/controls/$$c --configfile $(CURDIR)/configs/control-$$c.yaml || exit 1; \
 	done
 	$(BIN)/python scripts/science.py --page docs/results.md --registry docs/registry.yaml \

@@ -6,7 +6,9 @@ controls section of docs/results.md."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -355,6 +357,23 @@ def test_make_science_checks_registration_then_runs_the_study_and_each_control_i
     assert "--registry docs/registry.yaml" in publish
     assert all(f"--control {n}=results/controls/{n}/results/science/mini/reasoning" in publish for n in names)
     assert all(f"configs/control-{n}.yaml" in lines[first:lines.index("\n", first)] for n in names)
+
+
+def test_local_runs_do_not_wait_for_a_slurm_controller():
+    """Every Snakemake call of make demo and make science (and the inits step that starts more) reads
+    profiles/local/no-slurm.conf: the SLURM plugin's `scontrol show config` at import then fails at once
+    instead of retrying a controller that is down for MessageTimeout."""
+    conf = ROOT / "profiles" / "local" / "no-slurm.conf"
+    for target in ("demo", "science"):
+        done = subprocess.run(["make", "-n", target, "STAMP=Makefile"], cwd=ROOT, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        starts = [line for line in done.stdout.splitlines()
+                  if re.search(r"/(snakemake|python scripts/science_inits\.py) ", line)]
+        assert starts and all(f"SLURM_CONF={conf} " in line for line in starts), starts
+    if shutil.which("scontrol"):
+        done = subprocess.run(["scontrol", "show", "config"], env={**os.environ, "SLURM_CONF": str(conf)},
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode != 0 and "connect failure" in done.stderr, done.stderr
 
 
 def test_the_registrys_history_is_what_docs_tell():
