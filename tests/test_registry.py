@@ -339,8 +339,12 @@ def test_the_inits_step_builds_each_init_a_run_does_not_take_from_another(tmp_pa
     assert f"--out results/init/seed{init_seed}/model" in done.stdout and "--threads 1 " in done.stdout
 
 
+# `make -n` would still remake a makefile: with the stamp named old (-o), a dry run never runs the set-up.
+STAMP = ".venv/.ewa-installed"
+
+
 def test_make_science_checks_registration_then_runs_the_study_and_each_control_in_its_own_directory():
-    done = subprocess.run(["make", "-n", "science", "STAMP=Makefile"], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run(["make", "-n", "-o", STAMP, "science"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     lines = done.stdout
     first = lines.index("scripts/register.py --check configs/science.yaml")
@@ -365,7 +369,7 @@ def test_local_runs_do_not_wait_for_a_slurm_controller():
     instead of retrying a controller that is down for MessageTimeout."""
     conf = ROOT / "profiles" / "local" / "no-slurm.conf"
     for target in ("demo", "science"):
-        done = subprocess.run(["make", "-n", target, "STAMP=Makefile"], cwd=ROOT, capture_output=True, text=True)
+        done = subprocess.run(["make", "-n", "-o", STAMP, target], cwd=ROOT, capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
         starts = [line for line in done.stdout.splitlines()
                   if re.search(r"/(snakemake|python scripts/science_inits\.py) ", line)]
