@@ -161,6 +161,41 @@ def test_a_worker_ends_when_idle(tmp_path):
     assert wait_until(lambda: not worker_pids(address), timeout=20)
 
 
+@pytest.mark.parametrize("exit_at", ["queued", "accepted"])
+def test_a_job_the_exiting_worker_did_not_take_runs_in_its_own_process(tmp_path, exit_at):
+    """A worker that reaches its idle limit can still have a command's connection queued (or just accepted)
+    when it exits: that command runs its job itself, with the job's own status and error line."""
+    import select
+    import socket
+    import threading
+
+    env = served_env()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind("\0" + worker.worker_address(env))  # where the environment's worker would listen
+    listener.listen(8)
+
+    def exit_without_taking_the_job():
+        select.select([listener], [], [], 120)  # a command has connected
+        if exit_at == "accepted":
+            conn, _ = listener.accept()
+            _, fds, _, _ = socket.recv_fds(conn, 64, 3)
+            for fd in fds:  # the command's stdin, stdout and stderr: held here, its output would never end
+                os.close(fd)
+            conn.close()
+        time.sleep(0.5)  # the command has sent its job
+        listener.close()
+
+    exiting = threading.Thread(target=exit_without_taking_the_job)
+    exiting.start()
+    done = subprocess.run([str(BIN / "ewa"), "tiers", "--problems", str(tmp_path / "missing.jsonl"), "--out",
+                           str(tmp_path / "tiers.json")], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    exiting.join()
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [f"ewa tiers: error: [Errno 2] No such file or directory: "
+                                        f"'{tmp_path / 'missing.jsonl'}'"]
+
+
 def test_one_worker_per_environment_and_code_state(tmp_path, monkeypatch):
     import shutil
 

@@ -12,7 +12,8 @@ both, so a job whose environment differs (another thread count) or code that cha
 started gets a worker of its own. It is never used inside a SLURM job (the job must run in its own
 cgroup), nor with a CUDA build of torch (a child forked from a process that touched CUDA cannot use it;
 on a GPU the start is small beside the work), nor for commands that measure their own process
-(`plan`, `gpu-check`, `preflight`). A worker exits after IDLE_S without jobs.
+(`plan`, `gpu-check`, `preflight`). A worker exits after IDLE_S without jobs; a command it did not
+take by then (it acknowledges each job it forks) runs its job in its own process.
 
 Snakemake's `benchmark:` files measure the command's process tree: under a worker their wall time is
 the job's, their CPU time and memory are the command's only. EWA_WORKER=0 (or unset) runs every job in
@@ -45,6 +46,7 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signa
 VOLATILE_ENV = {"PWD", "OLDPWD", "SHLVL", "_"}  # set by each shell; the job's directory travels on its own
 HEADER = struct.Struct("!I")
 STATUS = struct.Struct("!i")  # the exit code, or minus the signal that ended the child
+TAKEN = b"\x01"  # the worker forked the job: from here on the command waits for its STATUS
 
 
 def worker_address(env: dict[str, str]) -> str:
@@ -108,8 +110,10 @@ def run_in_worker(argv: list[str]) -> int | None:
         os.umask(umask)
         payload = json.dumps({"argv": argv, "cwd": os.getcwd(), "env": env, "umask": umask}).encode()
         pending, sent = [], []  # signals that came before the job was handed over; whether it was
+        received = []  # every signal this command received
 
         def forward(signum, _frame):
+            received.append(signum)
             if not sent:
                 pending.append(signum)
                 return
@@ -128,6 +132,10 @@ def run_in_worker(argv: list[str]) -> int | None:
             sent.append(True)
             for signum in pending:
                 forward(signum, None)
+            # A worker that exits when idle can still have this connection in its queue: it then closes
+            # without taking the job, and says nothing. Only a worker that forked the job acknowledges it.
+            if receive_exactly(sock, len(TAKEN)) != TAKEN:
+                return 128 + received[0] if received else None
             status = receive_exactly(sock, STATUS.size)
         finally:
             for s, handler in previous.items():
@@ -174,12 +182,15 @@ def start_worker(address: str, env: dict[str, str]) -> socket.socket | None:
 
 
 def receive_exactly(sock: socket.socket, size: int) -> bytes | None:
+    """`size` bytes, or None when the peer closed first (a reset included)."""
     data = b""
     while len(data) < size:
         try:
             chunk = sock.recv(size - len(data))
         except InterruptedError:
             continue
+        except OSError:
+            return None
         if not chunk:
             return None
         data += chunk
@@ -214,6 +225,7 @@ class Worker:
                     self.command_spoke(key.data[1])
             if self.jobs:
                 idle_since = time.monotonic()
+        self.listener.close()  # a command still queued is refused now, not when this process has ended
 
     def accept(self) -> None:
         conn, _ = self.listener.accept()
@@ -244,6 +256,10 @@ class Worker:
             pass  # the child has exec'd or ended already
         for fd in fds:
             os.close(fd)
+        try:
+            conn.sendall(TAKEN)
+        except OSError:
+            pass  # the command is gone: its end of stream, read below, kills the job
         conn.setblocking(False)
         pidfd = os.pidfd_open(pid)
         self.jobs[pid] = (conn, pidfd)
