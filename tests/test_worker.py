@@ -205,6 +205,7 @@ def test_one_worker_per_environment_and_code_state(tmp_path, monkeypatch):
     address = worker.worker_address(env)
     assert worker.worker_address({**env, "PWD": "/elsewhere", "SHLVL": "3"}) == address  # the shell's own
     assert worker.worker_address({**env, "OMP_NUM_THREADS": "2"}) != address  # read when torch loads
+    assert worker.worker_address({**env, "PYTORCH_CUDA_ALLOC_CONF": ""}) == address  # judging shares the worker
     package = tmp_path / "ewa"
     shutil.copytree(Path(ewa.__file__).parent, package, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(ewa, "__file__", str(package / "__init__.py"))

@@ -44,6 +44,9 @@ IDLE_S = float(os.environ.get("EWA_WORKER_IDLE_S", 30))  # then a worker exits
 START_S = 120.0  # a worker not listening by then is given up on: the job runs in its own process
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 VOLATILE_ENV = {"PWD", "OLDPWD", "SHLVL", "_"}  # set by each shell; the job's directory travels on its own
+# Read only when CUDA starts, which a worker never does (CPU builds only), and each job gets its own value: the
+# rules set it for GPU-capable jobs and not for judging, which would otherwise keep a worker of its own.
+PER_JOB_ENV = {"PYTORCH_CUDA_ALLOC_CONF"}
 HEADER = struct.Struct("!I")
 STATUS = struct.Struct("!i")  # the exit code, or minus the signal that ended the child
 TAKEN = b"\x01"  # the worker forked the job: from here on the command waits for its STATUS
@@ -64,7 +67,7 @@ def worker_address(env: dict[str, str]) -> str:
     for packages in site.getsitepackages():  # an install or upgrade changes the directory
         if os.path.isdir(packages):
             state.update(f"{packages}\0{os.stat(packages).st_mtime_ns}\n".encode())
-    served_env = sorted((k, v) for k, v in env.items() if k not in VOLATILE_ENV)
+    served_env = sorted((k, v) for k, v in env.items() if k not in VOLATILE_ENV | PER_JOB_ENV)
     state.update(json.dumps([sys.executable, served_env]).encode())
     return f"ewa-worker-{os.getuid()}-{state.hexdigest()[:24]}"
 
