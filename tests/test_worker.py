@@ -170,12 +170,21 @@ def test_a_job_the_exiting_worker_did_not_take_runs_in_its_own_process(tmp_path,
     import threading
 
     env = served_env()
+    # The address the command computes: its interpreter (the ewa script's) is part of the key.
+    interpreter = (BIN / "ewa").read_text().splitlines()[0].removeprefix("#!")
+    address = subprocess.run([interpreter, "-c", "import os; from ewa import worker; "
+                              "print(worker.worker_address(dict(os.environ)))"], env=env, capture_output=True,
+                             text=True, check=True).stdout.strip()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind("\0" + worker.worker_address(env))  # where the environment's worker would listen
+    listener.bind("\0" + address)  # where the environment's worker would listen
     listener.listen(8)
+    connected = []
 
     def exit_without_taking_the_job():
-        select.select([listener], [], [], 120)  # a command has connected
+        if not select.select([listener], [], [], 120)[0]:
+            listener.close()
+            return
+        connected.append(True)  # a command has connected
         if exit_at == "accepted":
             conn, _ = listener.accept()
             _, fds, _, _ = socket.recv_fds(conn, 64, 3)
@@ -191,6 +200,7 @@ def test_a_job_the_exiting_worker_did_not_take_runs_in_its_own_process(tmp_path,
                            str(tmp_path / "tiers.json")], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=300)
     exiting.join()
+    assert connected, "the command never reached the exiting worker"
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines() == [f"ewa tiers: error: [Errno 2] No such file or directory: "
                                         f"'{tmp_path / 'missing.jsonl'}'"]
