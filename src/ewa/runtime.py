@@ -15,6 +15,15 @@ def set_threads(threads: int | None) -> None:
     torch.set_num_threads(threads)
 
 
+def compute_record() -> dict:
+    """What a trained model's bytes depend on besides seed and config: torch's CPU threads and the vector
+    instructions its kernels use. Where torch splits a reduction across threads (AVX-512 builds), one and
+    two threads round differently, so the same seed gives other bytes (docs/benchmarks.md#make-science-the-inits-side-by-side)."""
+    import torch
+
+    return {"torch_threads": torch.get_num_threads(), "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+
+
 def checkpointing_arg(enabled: bool) -> dict:
     """The trainer argument that turns activation checkpointing on or off: transformers >= 5.18 names it
     activation_checkpointing (the old name warns); the GPU set's 5.17, which vLLM needs, only knows

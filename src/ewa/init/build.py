@@ -13,6 +13,7 @@ from ewa.checkpoint import check_loadable, check_loaded, check_model_dir
 from ewa.init import PROVENANCE_FILE
 from ewa.io import atomic_path, exclusive_output, provenance, sha256_file, write_json
 from ewa.problems import Problem, read_problems
+from ewa.runtime import compute_record
 from ewa.prompts import IO_INSTRUCTIONS, PLANS, SYSTEM_PROMPT
 
 log = logging.getLogger(__name__)
@@ -118,7 +119,7 @@ def build_init(model: dict, problems_path: str | os.PathLike, out: str | os.Path
                    else adopt_hf(source, model, problems, tmp, seed, sandbox))
         record = provenance(
             {**model, "seed": seed}, init=init, seed=seed, problems=str(problems_path),
-            problems_sha256=sha256_file(problems_path), n_problems=len(problems), **summary,
+            problems_sha256=sha256_file(problems_path), n_problems=len(problems), compute=compute_record(), **summary,
         )
         write_json(tmp / PROVENANCE_FILE, record)
     return record

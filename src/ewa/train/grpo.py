@@ -17,7 +17,7 @@ from ewa.errors import UserError
 from ewa.init import PROVENANCE_FILE
 from ewa.io import atomic_path, exclusive_output, provenance, sha256_file, write_json
 from ewa.problems import Problem, read_problems
-from ewa.runtime import checkpointing_arg
+from ewa.runtime import checkpointing_arg, compute_record
 from ewa.tiers import TierError, regime_tests
 from ewa.verdicts import VERDICTS
 
@@ -275,7 +275,7 @@ def train_regime(init: str | os.PathLike, problems_path: str | os.PathLike, regi
             s, regime=regime, seed=seed, grpo_seed=grpo_seed(seed, regime), init=str(init), init_seed=init_seed(init),
             problems=str(problems_path),
             problems_sha256=fingerprint["problems_sha256"], sandbox=judged_by, init_fingerprint=fingerprint["init"],
-            global_step=trainer.state.global_step, resumed_from=resume,
+            global_step=trainer.state.global_step, resumed_from=resume, compute=compute_record(),
         )
         with atomic_path(out) as tmp:
             os.replace(final, tmp)
