@@ -13,8 +13,8 @@ from ewa.checkpoint import check_loadable, check_loaded, check_model_dir
 from ewa.init import PROVENANCE_FILE
 from ewa.io import atomic_path, exclusive_output, provenance, sha256_file, write_json
 from ewa.problems import Problem, read_problems
-from ewa.runtime import compute_record
 from ewa.prompts import IO_INSTRUCTIONS, PLANS, SYSTEM_PROMPT
+from ewa.runtime import compute_record
 
 log = logging.getLogger(__name__)
 
