@@ -52,10 +52,10 @@ def main() -> int:
     if bad := [run for run in args.runs if "=" not in run]:
         parser.error(f"{bad[0]}: expected DIR=CONFIG (a run's directory and its config)")
     runs = runs_with_own_init([tuple(run.split("=", 1)) for run in args.runs])
-    failed = []
-    for start in range(0, len(runs), max(1, args.cores)):  # one core each, at most --cores at once
+    at_once, failed = max(1, args.cores), []
+    for start in range(0, len(runs), at_once):  # one core each
         jobs = [(directory, subprocess.Popen(snakemake_command(directory, config, 1), cwd=ROOT))
-                for directory, config in runs[start:start + max(1, args.cores)]]
+                for directory, config in runs[start:start + at_once]]
         failed += [directory for directory, job in jobs if job.wait() != 0]
     if failed:
         print(f"science_inits: the init of {', '.join(failed)} failed (its Snakemake log says why)", file=sys.stderr)

@@ -335,9 +335,8 @@ def test_init_is_deterministic_given_the_seed(tiny_inits):
 
 
 def test_another_thread_count_changes_the_init_by_rounding_only_and_is_recorded(tiny_inits):
-    """On CPUs where torch splits reductions across threads (AVX-512 builds) two threads round otherwise
-    than one, so the bytes may differ (on AVX2 they have been equal): never by more than float rounding, and
-    the record says which thread count and instruction set made them."""
+    """Where torch's reductions round by thread count (AVX-512 builds), two threads may give other bytes than
+    one: never more than float rounding, and the record says which thread count and instruction set made them."""
     a, two = (load_file(tiny_inits[k] / "model.safetensors") for k in ("a", "two_threads"))
     assert all(torch.allclose(a[k], two[k], rtol=1e-4, atol=1e-5) for k in a)
     records = [json.loads((tiny_inits[k] / "ewa_init.json").read_text())["compute"] for k in ("a", "two_threads")]
