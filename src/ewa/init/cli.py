@@ -5,7 +5,7 @@ import argparse
 import json
 import logging
 
-from ewa.runtime import set_threads
+from ewa.runtime import configure_cpu
 
 
 def add_init_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,7 +31,7 @@ def init(args: argparse.Namespace, config: dict) -> int:
 
     model = init_model(args, config)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    set_threads(args.threads)
+    configure_cpu(args.threads)
     record = build_init(model, args.problems, args.out, seed=config["seed"], sandbox=config["sandbox"])
     print(json.dumps({k: record[k] for k in ("init", "seed", "n_problems") if k in record}))
     return 0

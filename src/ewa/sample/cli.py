@@ -3,7 +3,7 @@ tool calls and agentic feedback run in the `sandbox` section's sandbox)."""
 from __future__ import annotations
 
 from ewa.errors import UserError
-from ewa.runtime import set_threads
+from ewa.runtime import configure_cpu
 
 
 def add_sample_arguments(p) -> None:
@@ -41,7 +41,7 @@ def sample(args, config: dict) -> int:
                         f"raise sample.n or lower evaluate.k / evaluate.budget")
     if args.limit_problems is not None and args.limit_problems < 1:
         raise UserError(f"--limit-problems must be >= 1, got {args.limit_problems}")
-    set_threads(args.threads)
+    configure_cpu(args.threads)
     problems = read_problems(args.problems)[:args.limit_problems]
     sandbox = {**config["sandbox"], **({"backend": args.backend} if args.backend else {})}
     sample_file(problems, args.setting, settings, args.model, args.out, sandbox=sandbox,

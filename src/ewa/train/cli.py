@@ -8,7 +8,7 @@ import logging
 import subprocess
 
 from ewa.errors import UserError
-from ewa.runtime import set_threads
+from ewa.runtime import configure_cpu
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,7 +48,7 @@ def train(args: argparse.Namespace, config: dict) -> int:
         check_init(args.init)  # fail before paying for a multi-process launch
         return subprocess.call(launch_command(train_argv(args), settings, args.gpus))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    set_threads(args.threads)
+    configure_cpu(args.threads)
     record = train_regime(args.init, args.problems, regime, settings, args.out, config["seed"],
                           config["sandbox"], args.calibration)
     if record:

@@ -123,14 +123,14 @@ def add_signal_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def signal(args: argparse.Namespace, config: dict) -> int:
-    from ewa.runtime import set_threads
+    from ewa.runtime import configure_cpu
     from ewa.train.cli import regime_named
 
     regimes = [regime_named(config, name) for name in args.regime] if args.regime else config["regimes"]
     k = args.k if args.k is not None else config["grpo"]["num_generations"]
     if k < 2 or args.prompts < 1:
         raise UserError(f"--k must be >= 2 (a group) and --prompts >= 1, got --k {k} --prompts {args.prompts}")
-    set_threads(args.threads)
+    configure_cpu(args.threads)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     record = estimate(args.init, args.problems, regimes, config, args.prompts, k, args.out, args.calibration,
                       args.workers)
