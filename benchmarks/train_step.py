@@ -26,7 +26,7 @@ from ewa.config import section  # noqa: E402
 from ewa.data.mini.loader import load  # noqa: E402
 from ewa.init.build import build_init  # noqa: E402
 from ewa.problems import write_problems  # noqa: E402
-from ewa.runtime import set_threads  # noqa: E402
+from ewa.runtime import configure_cpu  # noqa: E402
 from ewa.train.grpo import train_regime  # noqa: E402
 
 REGIMES = [{"name": "low", "fraction": 0.5}, {"name": "high", "fraction": 1.0}]
@@ -54,7 +54,7 @@ def main() -> None:
         args.steps, args.sft_steps = 2, min(args.sft_steps, 2)
     if args.steps < 2:
         parser.error("--steps: at least 2 (the first step is warm-up and is not timed)")
-    set_threads(args.threads)
+    configure_cpu(args.threads)
     with tempfile.TemporaryDirectory(prefix="ewa-bench-") as tmp:
         tmp = Path(tmp)
         problems = tmp / "train.jsonl"
