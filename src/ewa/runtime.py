@@ -16,7 +16,7 @@ TRIM_THRESHOLD = 512 << 20
 def keep_freed_memory() -> bool:
     """Keep the memory torch frees in the process, for the next step's tensors. By default glibc maps each
     tensor over 32 MB afresh and hands the free top of its heap back to the kernel, so every step faults
-    its pages in again, zeroed: ~2.4 million page faults in `ewa init` at 80 SFT steps. The arithmetic is
+    its pages in again, zeroed: 1.2–2.8 million page faults in `ewa init` at 80 SFT steps. The arithmetic is
     untouched (the same bytes; docs/benchmarks.md#the-allocator). True where set (Linux glibc)."""
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return False
