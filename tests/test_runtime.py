@@ -37,6 +37,6 @@ def test_freed_tensors_memory_serves_the_next_steps_without_page_faults():
     pages_per_step = (8 << 20) * 16 // 4096  # ~32k pages of activations at 8 MB on average
     assert configured[0] > pages_per_step // 2  # the first step faults its memory in, as always
     assert sum(configured[2:]) < pages_per_step // 2  # later steps reuse it: no new pages to zero
-    # Without the setting glibc returns the heap's free top to the kernel and later steps fault again
-    # (53k faults in steps 2-7 against 4k, glibc 2.36): the test would notice the setting gone.
+    # Without the setting glibc returns the heap's free top to the kernel and later steps fault again: the
+    # test notices the setting gone.
     assert sum(step_faults("default")[2:]) > sum(configured[2:])

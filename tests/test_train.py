@@ -12,6 +12,7 @@ import time
 
 import pandas as pd
 import pytest
+import torch
 from accelerate.commands.config.config_args import load_config_from_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -109,7 +110,7 @@ def test_grpo_run_writes_model_and_verdict_metrics(pico_init, problems_file, tmp
     assert metrics["step_time_s"].notna().all() and metrics["completion_length"].gt(0).all()
     record = json.loads((out / "ewa_train.json").read_text())
     assert record["regime"] == REGIMES[1] and record["global_step"] == 3 and record["resumed_from"] is None
-    import torch  # what the checkpoint's bytes depend on besides seed and config: `ewa train --threads` 1 here
+    # what the checkpoint's bytes depend on besides seed and config: `ewa train --threads` 1 here
     assert record["compute"] == {"torch_threads": 1, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
     model = AutoModelForCausalLM.from_pretrained(out)
     assert model.config.model_type == "qwen2"

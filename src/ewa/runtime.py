@@ -6,8 +6,8 @@ import platform
 
 from ewa.errors import UserError
 
-# glibc's mallopt parameters (malloc.h), and values above the largest tensor of the demo's init (up to 61 MB
-# of logits, scored at once) and above what a step of it frees.
+# glibc's mallopt parameters (malloc.h), and values above the largest tensor of the demo's init (its logits,
+# scored at once) and above what a step of it frees.
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
 MMAP_THRESHOLD = 64 << 20
 TRIM_THRESHOLD = 512 << 20
@@ -16,8 +16,8 @@ TRIM_THRESHOLD = 512 << 20
 def keep_freed_memory() -> bool:
     """Keep the memory torch frees in the process, for the next step's tensors. By default glibc maps each
     tensor over 32 MB afresh and hands the free top of its heap back to the kernel, so every step faults
-    its pages in again, zeroed: 1.2–2.8 million page faults in `ewa init` at 80 SFT steps. The arithmetic is
-    untouched (the same bytes; docs/benchmarks.md#the-allocator). True where set (Linux glibc)."""
+    its pages in again, zeroed. The arithmetic is untouched, so the bytes are the same
+    (docs/benchmarks.md#the-allocator). True where set (Linux glibc)."""
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return False
     mallopt = ctypes.CDLL(None).mallopt
