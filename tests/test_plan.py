@@ -318,6 +318,31 @@ def test_docs_show_the_plan_they_document(capsys):
     assert len(rows) == 5 and all(row in out.splitlines() for row in rows)
 
 
+@pytest.mark.parametrize("science, inits", [
+    ({}, 5),  # the default seeds, each building its own init
+    ({"seeds": [7, 8, 9], "init_seed": 70}, 1),  # the paper's design: one shared init
+    ({"seeds": [7, 8], "init_seed": 70, "init_from": "../../../results/init/seed70/model"}, 0),  # a control
+])
+def test_science_all_costs_every_seed_and_the_inits_it_builds(science, inits, tmp_path, capsys):
+    config, model = paper_variant(tmp_path, "paper-7b")
+    raw = yaml.safe_load(config.read_text())
+    raw["science"] = science
+    config.write_text(yaml.safe_dump(raw))
+    result = json.loads(plan(capsys, config, "--json", model=model)[1])
+    rules, study = result["rules"], result["science_all"]
+    seeds = len(science.get("seeds", [100, 101, 102, 103, 104]))
+    assert study["seeds"] == seeds and study["inits"] == inits
+    assert study["jobs"] == {"init": inits, "train": 2 * seeds, "merge": rules["merge"]["jobs"] * seeds,
+                             "sample": rules["sample"]["jobs"] * seeds, "evaluate": rules["evaluate"]["jobs"] * seeds}
+    per_seed = ("train", "merge", "sample", "evaluate")
+    assert study["gpu_hours"] == round(seeds * sum(rules[r]["gpu_hours"] for r in per_seed)) > 0
+    assert study["cpu_hours"] == round(seeds * sum(rules[r]["cpu_hours"] for r in per_seed), 1)
+    kept = result["disk"]["kept_gb"]
+    assert study["kept_gb"] == round(inits * kept["init"] + seeds * (result["disk"]["total_gb"] - kept["init"]), 1)
+    text = " ".join(plan(capsys, config, model=model)[1].split())
+    assert f"once per seed of science.seeds ({seeds})" in text and f"{study['gpu_hours']:,} GPU-h" in text
+
+
 # Qwen2.5-Coder-1.5B-Instruct's published config.json (the architecture fields; tied embeddings)
 QWEN_1_5B = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 1536,
              "intermediate_size": 8960, "num_hidden_layers": 28, "num_attention_heads": 12, "num_key_value_heads": 2,

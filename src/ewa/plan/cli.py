@@ -1,5 +1,5 @@
 """`ewa plan --configfile FILE [--profile DIR] [--json]`: GPUs, memory per GPU, hours, disk and sandbox
-work of every rule, before anything is queued. Exits 1 with one line naming the rule when a job would not
+work of every rule of one run, and their totals over science_all's seeds, before anything is queued. Exits 1 with one line naming the rule when a job would not
 fit the GPU memory the profile declares; writes nothing but stdout (and that line on stderr)."""
 from __future__ import annotations
 
@@ -102,15 +102,17 @@ def plan_inputs(args: argparse.Namespace):
 
 def build_plan(args: argparse.Namespace) -> dict:
     from ewa.plan import memory, speed, workload
-    from ewa.plan.estimate import disk, plan_rules
+    from ewa.plan.estimate import disk, plan_rules, science_all
 
     inputs = plan_inputs(args)
     arch, profile, benchmarks = inputs.arch, inputs.profile, inputs.benchmarks
     rules = plan_rules(inputs)
     refusal = next((r.refusal for r in rules.values() if r.refusal), None)
+    run_disk = disk(inputs, rules)
     return {
         "configfile": str(args.configfile), "profile": profile.path, "model": arch.summary(),
-        "rules": {name: vars(r) for name, r in rules.items()}, "disk": disk(inputs, rules),
+        "rules": {name: vars(r) for name, r in rules.items()}, "disk": run_disk,
+        "science_all": science_all(inputs, rules, run_disk),
         "benchmarks": [vars(b) for b in benchmarks], "train_tests_per_problem": inputs.train_tests,
         "assumptions": {**workload.constants(), "prompt_tokens": args.prompt_tokens, **memory.constants(),
                         **speed.constants()},
@@ -153,6 +155,13 @@ def render(plan: dict) -> str:
               else f"merged models kept: {d['merged_all_gb']:,.1f} GB")
     lines += [""] + wrap(f"disk: kept {kept} = {d['total_gb']:,.1f} GB; peak {d['peak_gb']:,.1f} GB (trainer "
                          f"checkpoints {d['trainer_checkpoints_gb']:,.1f} GB while training; {merged})")
+    s = plan["science_all"]
+    init = (f"from science.init_from ({s['init_from']}), no init built" if s["init_from"] else
+            f"from one init (science.init_seed {s['init_seed']})" if s["init_seed"] is not None else
+            "each from its own init (no science.init_seed)")
+    lines += wrap(f"science_all (what make science runs): the train, merge, sample and evaluate jobs above once per seed "
+                  f"of science.seeds ({s['seeds']}), {init}: {s['gpu_hours']:,} GPU-h, {s['cpu_hours']:,} CPU-h, "
+                  f"{s['kept_gb']:,} GB kept")
     bench = "; ".join(f"{b['name']} {b['problems']} problems x {b['tests']:.0f} tests"
                       + ("" if b["counted"] else " (assumed: --problems NAME=N)") for b in plan["benchmarks"])
     a = plan["assumptions"]

@@ -1,5 +1,6 @@
-"""The plan of each rule that needs GPUs, disk or sandbox time (init, train, merge, sample, evaluate) and
-of the disk the whole run needs. Every figure is per job unless named a total; GB are 1e9 bytes."""
+"""The plan of each rule that needs GPUs, disk or sandbox time (init, train, merge, sample, evaluate), of
+the disk the whole run needs, and of the study that repeats the run per seed (science_all). Every figure
+is per job unless named a total; GB are 1e9 bytes."""
 from __future__ import annotations
 
 from ewa.families import count_models
@@ -198,6 +199,23 @@ def disk(i: Inputs, plans: dict[str, RulePlan]) -> dict:
     return {"kept_gb": kept, "total_gb": round(sum(kept.values()), 1), "peak_gb": round(base + both, 1),
             "trainer_checkpoints_gb": work, "merged_all_gb": merged_all, "merged_peak_gb": merged_peak,
             "alphas_at_once": at_once if temp else count_models(i.config).merges, "merge_temp": temp}
+
+
+def science_all(i: Inputs, plans: dict[str, RulePlan], run_disk: dict) -> dict:
+    """What `make science` (target science_all) costs: the run planned above once per seed of science.seeds,
+    each seed's own GRPO runs, merges, samples and evaluations, started from one shared init
+    (science.init_seed), from another run's (science.init_from: none built) or from an init per seed."""
+    science = i.config["science"]
+    seeds = len(science["seeds"])
+    inits = 0 if science.get("init_from") else 1 if science.get("init_seed") is not None else seeds
+    per_seed = [p for rule, p in plans.items() if rule != "init"]
+    kept = run_disk["total_gb"] - run_disk["kept_gb"]["init"]
+    return {"seeds": seeds, "inits": inits, "init_seed": science.get("init_seed"),
+            "init_from": science.get("init_from"),
+            "jobs": {rule: p.jobs * (inits if rule == "init" else seeds) for rule, p in plans.items()},
+            "gpu_hours": round(plans["init"].gpu_hours * inits + sum(p.gpu_hours for p in per_seed) * seeds),
+            "cpu_hours": round(plans["init"].cpu_hours * inits + sum(p.cpu_hours for p in per_seed) * seeds, 1),
+            "kept_gb": round(run_disk["kept_gb"]["init"] * inits + kept * seeds, 1)}
 
 
 def plan_rules(i: Inputs) -> dict[str, RulePlan]:
