@@ -1,6 +1,7 @@
 """`ewa plan --configfile FILE [--profile DIR] [--json]`: GPUs, memory per GPU, hours, disk and sandbox
-work of every rule of one run, and their totals over science_all's seeds, before anything is queued. Exits 1 with one line naming the rule when a job would not
-fit the GPU memory the profile declares; writes nothing but stdout (and that line on stderr)."""
+work of every rule of one run, and their totals over science_all's seeds, before anything is queued.
+Exits 1 with one line naming the rule when a job would not fit the GPU memory the profile declares;
+writes nothing but stdout (and that line on stderr)."""
 from __future__ import annotations
 
 import argparse
@@ -159,9 +160,9 @@ def render(plan: dict) -> str:
     init = (f"from science.init_from ({s['init_from']}), no init built" if s["init_from"] else
             f"from one init (science.init_seed {s['init_seed']})" if s["init_seed"] is not None else
             "each from its own init (no science.init_seed)")
-    lines += wrap(f"science_all (what make science runs): the train, merge, sample and evaluate jobs above once per seed "
-                  f"of science.seeds ({s['seeds']}), {init}: {s['gpu_hours']:,} GPU-h, {s['cpu_hours']:,} CPU-h, "
-                  f"{s['kept_gb']:,} GB kept")
+    lines += wrap(f"science_all (what make science runs): the train, merge, sample and evaluate jobs above once "
+                  f"per seed of science.seeds ({s['seeds']}), {init}: {s['gpu_hours']:,} GPU-h, "
+                  f"{s['cpu_hours']:,} CPU-h, {s['kept_gb']:,} GB kept")
     bench = "; ".join(f"{b['name']} {b['problems']} problems x {b['tests']:.0f} tests"
                       + ("" if b["counted"] else " (assumed: --problems NAME=N)") for b in plan["benchmarks"])
     a = plan["assumptions"]
