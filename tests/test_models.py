@@ -373,6 +373,25 @@ def test_init_fine_tunes_a_local_hf_directory_when_asked(tiny_inits, tmp_path, p
     assert json.loads((tmp_path / "init" / "ewa_init.json").read_text())["sft_result"]["steps"] == 2
 
 
+def test_a_bf16_model_directory_learns_a_warm_start_at_a_real_learning_rate(tiny_inits, tmp_path, problems_file):
+    """A published model stores bf16. At a warm start's learning rate (1e-5) each AdamW update is far below half
+    a bf16 step: trained and saved in bf16, almost no weight would move. The warm start trains and saves float32."""
+    source = tmp_path / "bf16"
+    shutil.copytree(tiny_inits["a"], source)
+    AutoModelForCausalLM.from_pretrained(source, dtype=torch.bfloat16).save_pretrained(source)
+    given = load_file(source / "model.safetensors")
+    assert {t.dtype for t in given.values()} == {torch.bfloat16}
+    config = json.dumps({"model": {"sft": {"steps": 2, "batch_size": 2, "learning_rate": 1e-5}}})
+    rc = main(["init", "--init", str(source), "--config", config, "--problems", str(problems_file),
+               "--out", str(tmp_path / "init")])
+    assert rc == 0
+    trained = load_file(tmp_path / "init" / "model.safetensors")
+    assert {t.dtype for t in trained.values()} == {torch.float32}
+    matrices = [k for k, t in given.items() if t.dim() == 2 and "embed" not in k]  # every row gets a gradient
+    moved = sum(int((trained[k] != given[k].float()).sum()) for k in matrices)
+    assert moved > 0.9 * sum(given[k].numel() for k in matrices)
+
+
 @pytest.mark.parametrize("breakage, needle", [
     ("missing", "is not a directory"),
     ("config.json", "config.json is missing"),

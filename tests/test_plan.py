@@ -426,3 +426,46 @@ def test_the_bundled_mini_set_is_counted_as_built_without_building_it(entry):
     built = load("mini", split=entry["split"], difficulty=entry.get("difficulty"), limit=entry.get("limit"),
                  progress=False, **options).problems
     assert bundled(entry, seed=0) == (len(built), sum(len(p.tests) for p in built) / len(built))
+
+
+def warm_start_setting(tmp_path, batch_size: int, init_resources: dict | None) -> tuple[Path, Path, Path]:
+    """configs/paper-7b.yaml with a warm start (model.sft) of the 1.5B model, and profiles/slurm with
+    `init_resources` added to the init rule's (None: as shipped, the CPU with 64 GB)."""
+    (tmp_path / "model").mkdir(exist_ok=True)
+    (tmp_path / "model" / "config.json").write_text(json.dumps(QWEN_1_5B))
+    raw = yaml.safe_load((ROOT / "configs" / "paper-7b.yaml").read_text())
+    raw["model"]["sft"] = {"steps": 20, "learning_rate": 1e-5, "batch_size": batch_size, "max_length": 1024}
+    config = tmp_path / f"warm{batch_size}.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    profile = with_profile(tmp_path, lambda p: p["set-resources"]["init"].update(init_resources or {}))
+    return config, profile, tmp_path / "model"
+
+
+def test_a_warm_start_is_costed_in_float32_where_the_init_runs(tmp_path, capsys):
+    # one 80 GB GPU: fp32 weights, gradients and AdamW's two moments, 16 bytes per parameter, unsharded
+    config, profile, model = warm_start_setting(tmp_path, 2, {"gpu": 1, "gpu_mem_gb": 80})
+    rc, out, err = plan(capsys, config, "--json", model=model, profile=profile)
+    init = json.loads(out)["rules"]["init"]
+    p = 1_543_714_304  # Qwen2.5-Coder-1.5B, tied embeddings (test_tied_embeddings_are_counted_once)
+    assert rc == 0 and err == [] and init["refusal"] is None
+    assert init["memory_gb"]["weights"] == init["memory_gb"]["gradients"] == round(4 * p / 1e9, 1)
+    assert init["memory_gb"]["optimizer"] == round(8 * p / 1e9, 1)
+    assert init["peak_gb"] <= init["limit_gb"] == 72.0
+    assert init["disk_gb"] == round(4 * p / 1e9, 1)  # saved as trained, in float32
+    # 16 sequences of 1,024 tokens without checkpointing: the activations no longer fit
+    config, profile, model = warm_start_setting(tmp_path, 16, {"gpu": 1, "gpu_mem_gb": 80})
+    rc, out, err = plan(capsys, config, model=model, profile=profile)
+    assert rc == 1 and len(err) == 1 and err[0].startswith("plan: rule init needs ")
+    assert "(largest: activations; fix: warm-start the model outside ewa" in err[0]
+
+
+@pytest.mark.parametrize("resources, needle", [
+    (None, "GB of host memory for model.sft on the CPU, the profile gives 64 GB (mem_mb)"),
+    ({"gpu": 2, "gpu_mem_gb": 80}, "one GPU (TRL's SFTTrainer refuses several), the profile gives it 2 "
+                                   "(fix: set-resources.init gpu: 1)"),
+])
+def test_a_warm_start_the_init_job_cannot_hold_is_refused_in_one_line(resources, needle, tmp_path, capsys):
+    config, profile, model = warm_start_setting(tmp_path, 8, resources)
+    rc, out, err = plan(capsys, config, model=model, profile=profile)
+    assert rc == 1 and len(err) == 1 and needle in err[0] and "rule init" in err[0]
+    assert "init " in out and "REFUSED" in next(line for line in out.splitlines() if line.startswith("init "))

@@ -91,12 +91,16 @@ def adopt_hf(path: Path, model: dict, problems: list[Problem], out: Path, seed: 
         log.info("%s: used as it is (model.sft.steps 0: no warm start)", path)
         link_or_copy(path, out)
         return {"source": str(path.resolve())}
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from ewa.init.sft import run_sft
 
     tokenizer = AutoTokenizer.from_pretrained(path)
-    net = AutoModelForCausalLM.from_pretrained(path, dtype="auto")
+    # float32 whatever the checkpoint stores (published models: bf16), as GRPO loads it (ewa.train.grpo): at a
+    # warm start's learning rate AdamW's updates are far below half a bf16 step, so bf16 weights would keep
+    # almost none of them. Saved as trained: rounding back to bf16 would drop them at the end instead.
+    net = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     check_loaded(net, path, "--init")  # SFT on a tensor filled at random would hide it for good
     result = run_sft(net, tokenizer, warm_start_examples(problems, sft, sandbox), sft, seed)
     net.save_pretrained(out)

@@ -17,15 +17,52 @@ VLLM_SAMPLE_UTILIZATION = 0.9
 
 def init_plan(i: Inputs) -> RulePlan:
     res = i.profile.of("init")
-    size = i.arch.weight_bytes(4 if i.config["model"]["init"] == "tiny" else BF16)  # tiny: fp32; HF: as published
+    model = i.config["model"]
+    tiny, sft = model["init"] == "tiny", model["sft"]
+    warm_start = not tiny and sft["steps"] > 0
+    # tiny, and a warm start of a model directory, save fp32 (ewa.init.build); a linked model is as published
+    size = i.arch.weight_bytes(4 if tiny or warm_start else BF16)
     hours = round(size / (speed.FS_GB_S * GB) / 3600, 2)  # a copy; hard links take no time
     plan = RulePlan("init", 1, res.gpus, res.gpu_mem_gb, disk_gb=gb(size), hours=hours)
-    if i.config["model"]["init"] != "tiny":
-        plan.details.append(f"hard-links {i.config['model']['init']} (no new bytes on the same filesystem; "
-                            f"a copy otherwise)")
-        if i.config["model"]["sft"]["steps"]:
-            plan.details.append("model.sft.steps > 0 on a real model is not costed here")
+    if warm_start:
+        warm_start_plan(i, plan)
+    elif not tiny:
+        plan.details.append(f"hard-links {model['init']} (no new bytes on the same filesystem; a copy otherwise)")
     return plan
+
+
+def warm_start_plan(i: Inputs, plan: RulePlan) -> None:
+    """model.sft on a model directory: TRL's SFTTrainer in the init job's one process, on one GPU or the CPU,
+    in float32 (ewa.init.sft, ewa.init.build): weights, gradients and AdamW's moments unsharded, and one
+    micro-batch's activations without checkpointing. Refused where the job cannot hold them."""
+    res, sft, arch = i.profile.of("init"), i.config["model"]["sft"], i.arch
+    states = memory.model_states(arch, memory.NO_SHARDING, 1, memory.FP32, reference=False)
+    terms = {k: states[k] for k in ("weights", "gradients", "optimizer")}
+    terms["activations"] = memory.activations(arch, sft["batch_size"], sft["max_length"], False, memory.FP32)
+    terms["log-prob head"] = memory.logprob_head(arch, sft["batch_size"], sft["max_length"], memory.FP32, False)
+    plan.details.append(f"model.sft: {sft['steps']} steps of {sft['batch_size']} x up to {sft['max_length']:,} "
+                        f"tokens on {i.config['model']['init']}, float32 in one process (TRL's SFTTrainer); the "
+                        f"hours are not costed")
+    fix = "fix: warm-start the model outside ewa, or a smaller one"
+    largest = max(terms, key=terms.get)
+    if res.gpus > 1:
+        plan.refusal = (f"plan: rule init trains model.sft in one process on one GPU (TRL's SFTTrainer refuses "
+                        f"several), the profile gives it {res.gpus} (fix: set-resources.init gpu: 1)")
+    elif res.gpus:
+        terms["CUDA"] = memory.ONE_PROCESS_CUDA_RUNTIME_GB * GB
+        plan.memory_gb = {k: gb(v) for k, v in terms.items()}
+        plan.peak_gb, plan.limit_gb = gb(sum(terms.values())), gb(i.limit("init"))
+        if sum(terms.values()) > i.limit("init"):
+            plan.refusal = memory_refusal("init", sum(terms.values()), i.max_memory_share, res.gpu_mem_gb,
+                                          largest, fix)
+    else:
+        need = sum(terms.values())
+        plan.details.append(f"model.sft on the CPU holds {gb(need):,} GB of host memory ("
+                            + " + ".join(f"{k} {gb(v):,}" for k, v in terms.items()) + ")")
+        if res.mem_gb is not None and need > res.mem_gb * GB:
+            plan.refusal = (f"plan: rule init needs {gb(need):,} GB of host memory for model.sft on the CPU, "
+                            f"the profile gives {res.mem_gb:g} GB (mem_mb) (largest: {largest}; {fix}, or "
+                            f"give the init a GPU that holds it)")
 
 
 def merge_plan(i: Inputs) -> RulePlan:
