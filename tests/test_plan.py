@@ -420,12 +420,12 @@ def test_model_states_follow_what_each_shipped_path_holds(accelerate_config, hel
 ])
 def test_the_bundled_mini_set_is_counted_as_built_without_building_it(entry):
     from ewa.data import load
-    from ewa.plan.workload import bundled
+    from ewa.formats import get
 
     options = {"small_inputs": entry["small_inputs"]} if "small_inputs" in entry else {}
     built = load("mini", split=entry["split"], difficulty=entry.get("difficulty"), limit=entry.get("limit"),
                  progress=False, **options).problems
-    assert bundled(entry, seed=0) == (len(built), sum(len(p.tests) for p in built) / len(built))
+    assert get("mini").plan.count(entry, seed=0) == (len(built), sum(len(p.tests) for p in built) / len(built))
 
 
 def warm_start_setting(tmp_path, batch_size: int, init_resources: dict | None) -> tuple[Path, Path, Path]:

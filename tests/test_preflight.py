@@ -14,7 +14,8 @@ import yaml
 
 from helpers import BIN, REDUCED, reduced_config, requires_bwrap, workflow_env
 
-from ewa.preflight import MIN_PYTHON, driver_problem, min_python, needs_vllm
+from ewa.formats import get as get_format
+from ewa.preflight import driver_problem, min_python, needs_vllm
 
 pytestmark = pytest.mark.timeout(600)
 NODE = socket.gethostname()
@@ -179,6 +180,6 @@ def test_what_the_configs_need():
 
     paper, mini = validate(paper, partial=True), validate(reduced_config(), partial=True)
     assert min_python(paper) == ((3, 10), ["codecontests", "livecodebench"])
-    assert min_python(mini) == (MIN_PYTHON["mini"], ["mini"])
+    assert min_python(mini) == (get_format("mini").min_python, ["mini"])
     assert needs_vllm(paper) == "required" and needs_vllm(mini) == "optional"  # auto: vLLM where it runs
     assert needs_vllm({**mini, "sample": {**mini["sample"], "backend": "hf"}}) == "no"

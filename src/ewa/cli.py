@@ -16,6 +16,7 @@ import sys
 COMMANDS = {
     "prepare": ("ewa.data.cli", "convert a benchmark into the canonical problems.jsonl"),
     "tiers": ("ewa.data.cli", "write the nested coverage tiers of a problems file"),
+    "formats": ("ewa.data.cli", "list the benchmark formats (built-in and installed), their keys and judges"),
     "init": ("ewa.init.cli", "build the shared initial model (tiny, or a local HF directory)"),
     "train": ("ewa.train.cli", "GRPO-train one coverage regime from the shared init"),
     "signal": ("ewa.train.signal", "before GRPO: sample the init on training problems; share of groups with mixed rewards"),

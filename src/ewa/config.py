@@ -113,9 +113,39 @@ def section(name: str, value: dict | None = None) -> dict:
     return validate({name: value} if value is not None else {}, partial=True)[name]
 
 
+def _check_datasets(config: dict) -> None:
+    """Each dataset entry's format is a known one, and its keys beyond the shared ones are that format's own
+    (ewa.formats.Format.options), valid under the format's schema, defaults filled in."""
+    from ewa import formats
+
+    shared = _packaged_schema()["$defs"]["dataset"]["properties"]
+    entries = [("train_data", config["train_data"])] if "train_data" in config else []
+    entries += [(f"benchmarks.{name}", entry) for name, entry in (config.get("benchmarks") or {}).items()]
+    for where, entry in entries:
+        if not isinstance(entry, dict):
+            continue  # the schema has said so
+        fmt = formats.dataset_format(entry, where)
+        own = {k: v for k, v in entry.items() if k not in shared}
+        unknown = sorted(set(own) - set(fmt.options))
+        if unknown:
+            raise ConfigError(f"config: unknown key '{where}.{unknown[0]}' (expected one of: "
+                              f"{', '.join(sorted(set(shared) | set(fmt.options)))}; format {fmt.name} takes "
+                              f"{', '.join(sorted(fmt.options)) or 'no keys of its own'})")
+        schema = {"type": "object", "properties": fmt.options}
+        validator = _with_defaults(jsonschema.Draft202012Validator)(
+            schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+        errors = sorted(validator.iter_errors(own), key=lambda e: str(e.absolute_path))
+        if errors:
+            error = jsonschema.exceptions.best_match(errors)
+            error.path.appendleft(where)
+            raise ConfigError(f"config: {_describe(error)}")
+        entry.update(own)
+
+
 def _check_consistency(config: dict, partial: bool = False) -> None:
     """Cross-key rules a JSON schema cannot say; of a slice (partial), only those within one section
-    (the regimes, model.tiny)."""
+    (the regimes, model.tiny, each dataset's format)."""
+    _check_datasets(config)
     try:
         check_regimes(config["regimes"])
     except TierError as e:

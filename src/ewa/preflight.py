@@ -21,11 +21,8 @@ from pathlib import Path
 
 from ewa.errors import UserError
 
-# The oldest interpreter each format's programs parse and run on. LiveCodeBench and CodeContests programs
-# from current models use 3.10 syntax (`match`, `int | None` in annotations: CE or RE on 3.9); the
-# miniature's programs and HumanEval's completions (`from typing import List`) need only 3.8, below the
-# fork server's own floor (3.9, ewa.sandbox.backends.MIN_PYTHON, checked as a failure).
-MIN_PYTHON = {"mini": (3, 8), "humaneval": (3, 8), "livecodebench": (3, 10), "codecontests": (3, 10)}
+# The oldest interpreter each format's programs parse and run on is the format's (ewa.formats.Format.min_python);
+# a floor below the fork server's own (3.9, ewa.sandbox.backends.MIN_PYTHON) is checked as a failure of that.
 SANDBOX_FIX = ("install bubblewrap and allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1), "
                "or set sandbox.backend: docker and run make docker-sandbox")
 DOCKER_FIX = ("start the Docker engine and run make docker-sandbox on this node (it builds sandbox.docker_image), "
@@ -84,9 +81,12 @@ def fmt(version) -> str:
 
 def min_python(config: dict) -> tuple[tuple[int, int], list[str]]:
     """The judge interpreter the config's datasets need, and the formats that need it."""
+    from ewa import formats as registry
+
     formats = {config["train_data"]["format"], *(b["format"] for b in config["benchmarks"].values())}
-    need = max(MIN_PYTHON[f] for f in formats)
-    return need, sorted(f for f in formats if MIN_PYTHON[f] == need)
+    floors = {f: registry.get(f).min_python for f in formats}
+    need = max(floors.values())
+    return need, sorted(f for f in formats if floors[f] == need)
 
 
 def needs_vllm(config: dict) -> str:

@@ -7,7 +7,8 @@ testtype:
   testcode    `input` is test code defining `check(candidate)` (HumanEval); it passes if it returns.
 
 judge: the benchmark whose judge semantics apply (how the program is prepared to run, how its output is
-compared; ewa.sandbox.semantics): one of JUDGES, set by each loader; absent, it follows `source`.
+compared; ewa.sandbox.semantics): one of judges(), the semantics the formats define (ewa.formats), set by
+each loader; absent, it follows `source`.
 """
 from __future__ import annotations
 
@@ -20,16 +21,21 @@ from ewa.errors import UserError
 from ewa.io import read_jsonl, write_jsonl
 
 TESTTYPES = ("stdin", "functional", "testcode")
-# Judge semantics by name; ewa.sandbox.semantics defines each. "plain" is the program run as written
-# with ewa's own comparison: what any source not named here gets.
-JUDGES = ("livecodebench", "codecontests", "humaneval", "mini", "plain")
+
+
+def judges() -> tuple[str, ...]:
+    """Judge semantics by name: "plain" (the program run as written with ewa's own comparison, what any
+    source no format names gets), then each format's (ewa.formats)."""
+    from ewa.formats import semantics
+
+    return tuple(semantics())
 
 
 def default_judge(source: str) -> str:
-    """The semantics a problem of `source` gets when its record names none ("livecodebench/atcoder" ->
-    "livecodebench")."""
+    """The semantics a problem of `source` gets when its record names none ("mylab/graphs" -> "mylab",
+    where a format defines a judge of that name)."""
     name = source.split("/", 1)[0]
-    return name if name in JUDGES else "plain"
+    return name if name in judges() else "plain"
 
 
 class ProblemError(ValueError):
@@ -58,19 +64,19 @@ class Problem:
     time_limit_s: float = 2.0
     memory_limit_mb: int = 256
     meta: dict = field(default_factory=dict, hash=False, compare=False)
-    judge: str = ""  # one of JUDGES; empty: default_judge(source)
+    judge: str = ""  # one of judges(); empty: default_judge(source)
 
     def __post_init__(self):
         if not self.judge:
             object.__setattr__(self, "judge", default_judge(self.source))
-        elif self.judge not in JUDGES:
-            raise ProblemError(f"problem {self.id!r}: field 'judge' must be one of {', '.join(JUDGES)}, "
+        elif self.judge not in judges():
+            raise ProblemError(f"problem {self.id!r}: field 'judge' must be one of {', '.join(judges())}, "
                                f"got {self.judge!r}")
 
     @property
     def family(self) -> str:
-        """The family this problem is an instance of: the mini set records it (meta["family"], sibling
-        instances differ only in a parameter); a problem of a benchmark without families is its own."""
+        """The family this problem is an instance of, where its format records one (meta["family"]: sibling
+        instances that differ only in a parameter); a problem of a benchmark without families is its own."""
         return str(self.meta.get("family") or self.id)
 
     @property
@@ -119,8 +125,8 @@ class Problem:
         if not isinstance(starter, str):
             fail("starter_code", "must be a string")
         judge = rec.get("judge") or ""
-        if judge and judge not in JUDGES:
-            fail("judge", f"must be one of {', '.join(JUDGES)}, got {judge!r}")
+        if judge and judge not in judges():
+            fail("judge", f"must be one of {', '.join(judges())}, got {judge!r}")
         return cls(
             id=rec["id"], source=rec["source"], difficulty=rec["difficulty"], statement=rec["statement"],
             testtype=rec["testtype"], tests=tuple(tests), starter_code=starter,

@@ -1,31 +1,24 @@
-"""Loaders: each turns one benchmark's native files into canonical Problems (see ewa.problems), one at a
+"""Loading a dataset: its format's loader (ewa.formats: one module per benchmark format, here or in an
+installed package) turns the benchmark's native files into canonical Problems (see ewa.problems), one at a
 time: `stream()` hands them out as the source is read (one file, a glob or a directory of shards:
 ewa.data.sources), so `ewa prepare` holds one problem at a time, whatever the dataset's size.
 
-A loader module exposes `records(input, **options)`, yielding a Problem or a ProblemError per source
-record (yielded, not raised, so `--skip-invalid` can count bad records and go on), or a `Dropped` for a
-valid record it leaves out on purpose (counted by reason). `stream()` applies the filters every benchmark
-shares: difficulty, contest-date window, limit; and, with `verify_solutions`, for a format that ships
-reference solutions (codecontests, VERIFIABLE), keeps only problems one of them passes in the sandbox
-(ewa.data.verify). `load()` is the same with every problem in a list.
+A format's `records(input, **options)` yields a Problem or a ProblemError per source record (yielded, not
+raised, so `--skip-invalid` can count bad records and go on), or a `Dropped` for a valid record it leaves
+out on purpose (counted by reason). `stream()` applies the filters every benchmark shares: difficulty,
+contest-date window, limit; and, with `verify_solutions`, for a format that ships reference solutions
+(Format.verifiable), keeps only problems one of them passes in the sandbox (ewa.data.verify). `load()` is
+the same with every problem in a list.
 """
 from __future__ import annotations
 
-import importlib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+from ewa import formats
 from ewa.data.verify import Dropped, verified
 from ewa.problems import Problem, ProblemError
-
-FORMATS = {
-    "livecodebench": "ewa.data.livecodebench",
-    "codecontests": "ewa.data.codecontests",
-    "humaneval": "ewa.data.humaneval",
-    "mini": "ewa.data.mini.loader",
-}
-NEEDS_INPUT = ("livecodebench", "codecontests")  # humaneval ships its file in its wheel, mini generates its set
 
 
 @dataclass
@@ -66,16 +59,14 @@ def stream(fmt: str, input: str | None = None, *, split: str = "all", difficulty
     """The dataset's problems one at a time, in source order, and the report their consumption fills in.
     Nothing is read before the first problem is asked for, and memory stays flat in the number of problems.
 
-    `verify_solutions` (formats with VERIFIABLE only; others have no solutions to run and ignore it):
+    `verify_solutions` (verifiable formats only; others have no solutions to run and ignore it):
     `sandbox` opens the Sandbox to run them in (the caller builds it from the config); `limit` then
     counts verified problems. Problems past the limit are still read, to count them."""
-    if fmt not in FORMATS:
-        raise ValueError(f"unknown format {fmt!r} (expected one of: {', '.join(FORMATS)})")
-    module = importlib.import_module(FORMATS[fmt])
-    items = module.load(input, split=split, seed=seed, **options) if fmt == "mini" else module.records(input, **options)
+    format = formats.get(fmt)
+    items = format.records(input, split=split, seed=seed, **options)
     report = LoadReport()
     problems = _selected(items, report, skip_invalid, difficulty, date_from, date_to)
-    if verify_solutions and getattr(module, "VERIFIABLE", False):
+    if verify_solutions and format.verifiable:
         if sandbox is None:
             raise ValueError(f"{fmt}: verify_solutions needs a sandbox to run the solutions in")
         report.verification = {}
@@ -121,8 +112,8 @@ def _limited(problems: Iterator[Problem], report: LoadReport, limit: int | None)
 def verifies(spec: dict) -> bool:
     """Whether loading this dataset entry (a config's train_data or benchmark) runs solutions in the
     sandbox: the workflow then gives its prepare job the sandbox section and the calibration."""
-    return bool(spec.get("verify_solutions")) and spec.get("format") in FORMATS and \
-        getattr(importlib.import_module(FORMATS[spec["format"]]), "VERIFIABLE", False)
+    return bool(spec.get("verify_solutions")) and spec.get("format") in formats.names() and \
+        formats.get(spec["format"]).verifiable
 
 
 def input_error(spec: dict) -> str | None:
@@ -131,10 +122,10 @@ def input_error(spec: dict) -> str | None:
     from ewa.data.sources import unreadable_input
 
     path = spec.get("input")
+    format = formats.get(spec["format"])
     if not path:
-        return f"format {spec['format']} needs a local file, glob or directory" \
-            if spec["format"] in NEEDS_INPUT else None
-    if spec["format"] == "mini":
-        return "format mini takes no input (its problems are generated from code)"
+        return f"format {spec['format']} needs a local file, glob or directory" if format.needs_input() else None
+    if format.input == "none":
+        return f"format {spec['format']} takes no input (its problems are generated from code)"
     why = unreadable_input(path)
     return f"{path}: {why}" if why else None

@@ -15,22 +15,21 @@ SPEC_FLAGS = ("format", "input", "split", "difficulty", "date_from", "date_to", 
 
 
 def add_prepare_arguments(p: argparse.ArgumentParser) -> None:
-    from ewa.data import FORMATS
-
     p.add_argument("--dataset", help="take the dataset from the config: 'train_data' or a benchmark name")
-    p.add_argument("--format", choices=sorted(FORMATS))
-    p.add_argument("--input", help="source file (optional for mini and humaneval, which ship their own)")
+    p.add_argument("--format", help="the benchmark's format (`ewa formats` lists them)")
+    p.add_argument("--input", help="source file, glob or directory (optional for formats that ship their own)")
     p.add_argument("--out", required=True, help="problems.jsonl to write (and <out>.meta.json)")
-    p.add_argument("--split", help="mini: train | heldout | all")
+    p.add_argument("--split", help="the split, for a format that has several")
     p.add_argument("--difficulty", nargs="*", help="keep only these difficulties")
     p.add_argument("--date-from", help="first contest date kept (YYYY-MM-DD)")
     p.add_argument("--date-to", help="last contest date kept (YYYY-MM-DD)")
     p.add_argument("--limit", type=int, help="keep the first N problems")
-    p.add_argument("--seed", type=int, help="mini: generator seed (default: the config's seed)")
+    p.add_argument("--seed", type=int, help="seed of a format that generates or samples its problems (default: the "
+                                            "config's seed)")
     p.add_argument("--skip-invalid", action="store_true", help="skip malformed records, count them")
     p.add_argument("--verify-solutions", action=argparse.BooleanOptionalAction, default=None,
-                   help="codecontests: keep only problems whose bundled Python 3 solution passes in the sandbox "
-                        "(default: the dataset's verify_solutions; on for train_data)")
+                   help="a format that ships solutions: keep only problems one of whose solutions passes in the "
+                        "sandbox (default: the dataset's verify_solutions; on for train_data)")
     p.add_argument("--calibration", help="calibration.json for the sandbox's time limits (default: measure now)")
     p.add_argument("--workers", type=int, help="sandbox workers verifying solutions (default: one per core)")
 
@@ -116,4 +115,29 @@ def tiers(args: argparse.Namespace, config: dict) -> int:
     return 0
 
 
-COMMANDS = {"prepare": (add_prepare_arguments, prepare), "tiers": (add_tiers_arguments, tiers)}
+def add_formats_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="one JSON object per format")
+
+
+def list_formats(args: argparse.Namespace, config: dict) -> int:
+    from ewa import formats
+
+    for name in formats.names():
+        fmt = formats.get(name)
+        row = {"name": fmt.name, "module": fmt.module, "description": fmt.description, "input": fmt.input,
+               "options": sorted(fmt.options), "judges": [s.name for s in fmt.semantics],
+               "harnesses": sorted(fmt.harnesses), "verifiable": fmt.verifiable,
+               "min_python": ".".join(map(str, fmt.min_python))}
+        if args.json:
+            print(json.dumps(row))
+            continue
+        extras = [f"input {fmt.input}", f"judges {', '.join(row['judges']) or 'plain'}",
+                  f"Python >= {row['min_python']}"]
+        extras += [f"keys {', '.join(row['options'])}"] if row["options"] else []
+        extras += ["verifiable"] if fmt.verifiable else []
+        print(f"{name:<14} {fmt.description}\n{'':<14} {fmt.module}; {'; '.join(extras)}")
+    return 0
+
+
+COMMANDS = {"prepare": (add_prepare_arguments, prepare), "tiers": (add_tiers_arguments, tiers),
+            "formats": (add_formats_arguments, list_formats)}

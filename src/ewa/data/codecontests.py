@@ -29,7 +29,9 @@ from ewa.data.sources import converted, read_records
 from ewa.data.statement import output_rules
 from ewa.data.verify import Dropped
 from ewa.errors import UserError
+from ewa.formats import Format, PlanHints
 from ewa.problems import Problem, ProblemError, make_test
+from ewa.sandbox.semantics import own
 
 DIFFICULTY = {0: "unknown", 1: "easy", 2: "medium", 3: "hard", 4: "harder", 5: "hardest", 6: "external"}
 PYTHON3 = 3  # Solution.Language in contest_problem.proto (1 is Python 2, which python3 cannot run)
@@ -152,8 +154,23 @@ def convert(rec: dict, where: str) -> Problem | Dropped:
     )
 
 
-def records(input: str | None) -> Iterator[Problem | Dropped | ProblemError]:
+def records(input: str | None, **_) -> Iterator[Problem | Dropped | ProblemError]:
     if not input:
         raise UserError("codecontests: --input is required (a local .jsonl or .parquet export, a glob or a "
                         "directory of shards)")
     return converted(read_records(input, "codecontests", COLUMNS, REQUIRED_COLUMNS), convert)
+
+
+FORMAT = Format(
+    name="codecontests",
+    description="CodeContests (deepmind/code_contests) as published: .jsonl or .parquet exports, a glob, a "
+                "directory of shards",
+    records=records,
+    semantics=(own("codecontests", "2", "program as written; stdout tokens, real numbers within the statement's "
+                                        "absolute/relative error else float_tol, letters in any case where the "
+                                        "statement allows it"),),
+    verifiable=VERIFIABLE,
+    min_python=(3, 10),  # programs from current models use 3.10 syntax (`match`, `int | None`)
+    # The test split (165 problems, its dataset card); private + generated tests per problem (assumed 100).
+    plan=PlanHints(problems=165, tests=100),
+)

@@ -21,16 +21,17 @@ log = logging.getLogger(__name__)
 
 
 def tokenizer_corpus(problems: list[Problem], examples: list[dict]) -> list[str]:
-    """Texts the tiny tokenizer learns from: the bundled mini corpus, the train problems, the prompts and
+    """Texts the tiny tokenizer learns from: the corpus the formats ship (ewa.formats.Format.corpus: the
+    bundled miniature's reference programs), the train problems, the prompts and
     every SFT example as the chat template renders it (so template boilerplate, tool-call JSON and
     feedback become short token sequences)."""
     from transformers.utils.chat_template_utils import render_jinja_template
 
-    from ewa.data.mini import corpus_texts
+    from ewa import formats
     from ewa.init.tiny import CHAT_TEMPLATE
 
     texts = [SYSTEM_PROMPT, *IO_INSTRUCTIONS.values(), *PLANS.values()]
-    texts += list(corpus_texts())
+    texts += [text for fmt in formats.formats() if fmt.corpus for text in fmt.corpus()]
     for p in problems:
         texts += [p.statement, p.starter_code]
         solutions = p.meta.get("solutions") or {}

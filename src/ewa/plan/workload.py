@@ -1,6 +1,7 @@
 """How much work each job has: problems per benchmark, tokens per sample in each inference setting, and
-programs the sandbox runs. The bundled sets (mini, humaneval) are counted exactly; a benchmark read from
-a file that is not at hand is counted from --problems or a stated assumption."""
+programs the sandbox runs. A format that can count its problems without running anything (a bundled set:
+ewa.formats.PlanHints.count) is counted exactly; a benchmark read from a file that is not at hand is
+counted from --problems or the format's stated assumption (PlanHints)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,14 +9,6 @@ from dataclasses import dataclass
 # Prompt tokens of one problem in ewa.prompts' chat template (assumed: competitive-programming statements
 # run 300-1,500 tokens; --prompt-tokens overrides).
 PROMPT_TOKENS = 1024
-# Problems when a benchmark's file is not at hand and the config sets no limit: the LiveCodeBench
-# release_v6 increment (1,055 - 880 problems, its dataset card; a difficulty filter keeps fewer, so this
-# overestimates) and the CodeContests test split (165, its dataset card).
-ASSUMED_PROBLEMS = {"livecodebench": 175, "codecontests": 165}
-# Hidden tests per problem: LiveCodeBench's code_generation card says "over 59 on average" (the lite
-# release prunes them, so fewer); CodeContests' private + generated tests (assumed 100); bundled sets are
-# counted.
-ASSUMED_TESTS = {"livecodebench": 59, "codecontests": 100}
 # Public tests an agentic turn is checked on (assumed: statements show 2-3 examples).
 PUBLIC_TESTS = 3
 # Mean CPU seconds of one program on one test in the sandbox, timeouts included (assumed; a real run's
@@ -34,33 +27,19 @@ class Benchmark:
     counted: bool  # False: assumed, not counted
 
 
-def bundled(entry: dict, seed: int) -> tuple[int, float]:
-    if entry["format"] == "mini":  # counted from the family definitions: nothing is generated or run
-        from ewa.data.mini.build import test_counts
-
-        wanted = {d.lower() for d in entry.get("difficulty") or ()}
-        counts = [tests for difficulty, tests in test_counts(entry["split"], None, entry.get("small_inputs", 0.0))
-                  if not wanted or difficulty.lower() in wanted][:entry.get("limit")]
-        return len(counts), sum(counts) / max(1, len(counts))
-    from ewa.data import load
-
-    options = {"small_inputs": entry["small_inputs"]} if "small_inputs" in entry else {}
-    problems = load(entry["format"], entry.get("input"), split=entry["split"], difficulty=entry.get("difficulty"),
-                    limit=entry.get("limit"), seed=seed, progress=False, **options).problems
-    return len(problems), sum(len(p.tests) for p in problems) / max(1, len(problems))
-
-
 def benchmark(name: str, entry: dict, seed: int, given: dict[str, int]) -> Benchmark:
-    if entry["format"] in ("mini", "humaneval") and not entry.get("input"):
-        problems, tests = bundled(entry, seed)
+    from ewa.formats import get
+
+    hints = get(entry["format"]).plan
+    if hints.count is not None and not entry.get("input"):
+        problems, tests = hints.count(entry, seed)
         return Benchmark(name, problems, tests, counted=True)
-    tests = ASSUMED_TESTS.get(entry["format"], ASSUMED_TESTS["codecontests"])
     if name in given:
-        return Benchmark(name, given[name], tests, counted=True)
-    problems = ASSUMED_PROBLEMS.get(entry["format"], ASSUMED_PROBLEMS["codecontests"])
+        return Benchmark(name, given[name], hints.tests, counted=True)
+    problems = hints.problems
     if entry.get("limit"):
         problems = min(problems, entry["limit"])
-    return Benchmark(name, problems, tests, counted=False)
+    return Benchmark(name, problems, hints.tests, counted=False)
 
 
 def generation_calls(setting: str, sample: dict) -> int:
@@ -88,6 +67,9 @@ def sampling_runs(setting: str, sample: dict) -> int:
 
 
 def constants() -> dict:
-    return {"prompt_tokens": PROMPT_TOKENS, "assumed_problems": ASSUMED_PROBLEMS, "assumed_tests": ASSUMED_TESTS,
-            "public_tests": PUBLIC_TESTS, "cpu_s_per_test": CPU_S_PER_TEST,
+    from ewa import formats
+
+    hints = {f.name: f.plan for f in formats.formats()}
+    return {"prompt_tokens": PROMPT_TOKENS, "assumed_problems": {n: h.problems for n, h in hints.items()},
+            "assumed_tests": {n: h.tests for n, h in hints.items()}, "public_tests": PUBLIC_TESTS, "cpu_s_per_test": CPU_S_PER_TEST,
             "sample_bytes_per_token": SAMPLE_BYTES_PER_TOKEN, "eval_bytes_per_sample": EVAL_BYTES_PER_SAMPLE}

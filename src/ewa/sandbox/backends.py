@@ -18,7 +18,19 @@ from pathlib import Path
 from ewa.errors import UserError
 from ewa.sandbox import forkserver
 
-SERVER_SOURCE = Path(forkserver.__file__).read_text()
+
+
+@functools.lru_cache(maxsize=None)
+def server_source() -> str:
+    """The fork server's source with every format's harness (ewa.formats) appended before it starts: each
+    subclasses forkserver.Harness and registers itself under the name its requests carry."""
+    from ewa.formats import harness_sources
+
+    core = Path(forkserver.__file__).read_text()
+    start = core.rindex('\nif __name__ == "__main__":')
+    harnesses = "".join(f"\n\n# ---- harness {name!r} (ewa.formats) ----\n{text}" for name, text in harness_sources())
+    return core[:start] + harnesses + core[start:]
+
 # The oldest interpreter the fork server runs on (socket.send_fds, os.pidfd_open).
 MIN_PYTHON = (3, 9)
 # Prints the interpreter's version and where it lives; runs on any Python, 2.7 included.
@@ -105,7 +117,7 @@ class Backend:
 
     def server(self, python: str) -> list[str]:
         scratch = [a for d in self.scratch for a in ("--scratch", d)]
-        return [python, "-s", "-B", "-c", SERVER_SOURCE, *scratch]
+        return [python, "-s", "-B", "-c", server_source(), *scratch]
 
     def command(self, index: int) -> list[str]:
         raise NotImplementedError

@@ -1,11 +1,11 @@
 """A failed public test of a function-call benchmark in the benchmark's own terms, for feedback: the
 failing assert (or call) and what the program's call returned or raised, as the sandbox saw it.
 
-- functional (LiveCodeBench's call-based problems): the test is a call with its arguments, compared
+- functional (call-based problems): the test is a call with its arguments, compared
   with `==`; it reads `assert f(args) == expected`, and the returned value is the one the judge
   compared (rebuilt in the host from trusted types, ewa.sandbox.forkserver.decode), or the exception's
   last line from the program's traceback.
-- testcode (HumanEval): the checker logs each call of the candidate while the check runs (the line of
+- testcode (check code, assert lists): the checker logs each call of the candidate while the check runs (the line of
   the test code, the arguments, what it returned or raised) and reports the line where the check
   failed; here that line becomes the test code's statement, with the candidate under its own name.
 
@@ -46,8 +46,10 @@ def functional_failure(problem: Problem, test: Test, cand: dict, code: str, verd
         expected = json.loads(test.output)
     except ValueError:
         return None
-    callee = problem.func_name  # the function the harness calls (forkserver.lcb_resolve, resolve)
-    top_level = problem.judge != "livecodebench" and re.search(rf"^def {re.escape(callee)}\b", code, re.M)
+    from ewa.sandbox.semantics import semantics_for
+
+    callee = problem.func_name  # the function the harness calls
+    top_level = not semantics_for(problem).solution_first and re.search(rf"^def {re.escape(callee)}\b", code, re.M)
     if "class Solution" in code and not top_level:
         callee = f"Solution().{callee}"
     call = f"{callee}({', '.join(short_repr(a) for a in args)})"

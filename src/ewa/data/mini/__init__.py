@@ -5,6 +5,7 @@ tests from tiny to large, a brute-force, an efficient and plausible-but-wrong re
 """
 from ewa.data.mini.build import FAMILIES, SPLITS, Instance, build, build_problem, corpus_texts, instances
 from ewa.data.mini.family import Family, run_source
+from ewa.data.mini.format import FORMAT
 
-__all__ = ["FAMILIES", "SPLITS", "Family", "Instance", "build", "build_problem", "corpus_texts", "instances",
+__all__ = ["FORMAT", "FAMILIES", "SPLITS", "Family", "Instance", "build", "build_problem", "corpus_texts", "instances",
            "run_source"]

