@@ -2,7 +2,7 @@
 # train_data; any other is a benchmark.
 
 
-# A dataset with verify_solutions (CodeContests train_data by default) runs its bundled solutions in the
+# A dataset with verify_solutions (train_data by default, for a format that ships solutions) runs them in the
 # sandbox, time limits calibrated as for the reward, on {threads} workers.
 rule prepare:
     input:

@@ -33,7 +33,7 @@ BUILTIN = {
     "codecontests": "ewa.data.codecontests",
     # "mbpp": "ewa.data.mbpp",
     # "apps": "ewa.data.apps",
-    # "jsonl": "ewa.data.jsonl",
+    "jsonl": "ewa.data.jsonl",
 }
 
 
@@ -55,8 +55,8 @@ class PlanHints:
 class Format:
     """One benchmark format. `records(input, **options)` yields a Problem, a ProblemError (a malformed record,
     yielded so --skip-invalid can count it) or a data.verify.Dropped (a valid record left out on purpose) per
-    source record; `options` are the dataset entry's keys other than format and input (split, seed, and
-    those the format declares in `options`)."""
+    source record; `options` are the dataset entry's keys other than format and input (split, seed,
+    skip_invalid, and those the format declares in `options`): accept `**_` for the rest."""
     name: str
     description: str
     records: Callable[..., Iterator]
@@ -151,9 +151,10 @@ def harness_sources() -> tuple[tuple[str, str], ...]:
 
 
 def dataset_format(spec: dict, where: str) -> Format:
-    """The format of a config's dataset entry, its options checked: one line naming the key."""
+    """The format of a config's dataset entry (`where`: its key); a ConfigError naming the key if unknown."""
+    from ewa.errors import ConfigError
+
     try:
-        fmt = get(spec["format"])
+        return get(spec["format"])
     except FormatError as e:
-        raise FormatError(f"config: key '{where}.format': {e}") from None
-    return fmt
+        raise ConfigError(f"config: key '{where}.format': {e}") from None

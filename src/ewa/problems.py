@@ -3,8 +3,8 @@
 testtype:
   stdin       the program reads `input` on stdin; stdout is compared with `output` token by token.
   functional  `func_name` is called with the JSON values of `input` (one per line) as arguments;
-              the return value is compared with the JSON value in `output` (LiveCodeBench's layout).
-  testcode    `input` is test code defining `check(candidate)` (HumanEval); it passes if it returns.
+              the return value is compared with the JSON value in `output`.
+  testcode    `input` is test code defining `check(candidate)`; it passes if it returns.
 
 judge: the benchmark whose judge semantics apply (how the program is prepared to run, how its output is
 compared; ewa.sandbox.semantics): one of judges(), the semantics the formats define (ewa.formats), set by

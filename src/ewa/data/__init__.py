@@ -63,7 +63,7 @@ def stream(fmt: str, input: str | None = None, *, split: str = "all", difficulty
     `sandbox` opens the Sandbox to run them in (the caller builds it from the config); `limit` then
     counts verified problems. Problems past the limit are still read, to count them."""
     format = formats.get(fmt)
-    items = format.records(input, split=split, seed=seed, **options)
+    items = format.records(input, split=split, seed=seed, skip_invalid=skip_invalid, **options)
     report = LoadReport()
     problems = _selected(items, report, skip_invalid, difficulty, date_from, date_to)
     if verify_solutions and format.verifiable:

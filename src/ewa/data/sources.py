@@ -1,5 +1,5 @@
 """Where a loader's records come from, one record at a time: a file, a glob or a directory of shards
-(JSON Lines, gzipped JSON Lines or parquet, e.g. CodeContests' `data/test-*.parquet`).
+(JSON Lines, gzipped JSON Lines or parquet, e.g. a Hugging Face release's `data/test-*.parquet`).
 
 Memory stays flat in the number of records: JSON Lines are read a line at a time, parquet a batch of
 rows at a time through pyarrow (a row group is the most it holds), and only the columns the loader
@@ -19,7 +19,7 @@ from ewa.errors import UserError
 from ewa.problems import Problem, ProblemError
 
 SHARD_SUFFIXES = (".jsonl", ".jsonl.gz", ".parquet")
-# Rows converted to Python objects at once: CodeContests rows carry megabytes of generated tests.
+# Rows converted to Python objects at once: a competitive-programming row may carry megabytes of tests.
 PARQUET_BATCH_ROWS = 16
 
 

@@ -1,7 +1,7 @@
 """Problems a loader drops on purpose, and the check that a problem's bundled solution passes here.
 
-A loader yields `Dropped` for a well-formed record it will not use (a CodeContests statement that
-admits several outputs, file I/O); `ewa.data.load` counts them by reason. `verified` runs each problem's
+A loader yields `Dropped` for a well-formed record it will not use (a statement that admits
+several outputs, file I/O); `ewa.data.load` counts them by reason. `verified` runs each problem's
 reference Python solutions (`meta.python_solutions`, in order) in the sandbox on all of its tests,
 the same judge and time limits the RL reward uses, and keeps a problem only if one of them passes: a
 training problem whose known-good solution fails here (tests that need a checker, a time limit too

@@ -13,10 +13,10 @@ problem and under the same judge is not run again either: `cached_from` names wh
 
 Each row names the judge semantics its problem was judged under (`judge`; ewa.sandbox.semantics), and
 the file's provenance records the name, version and description of every one used (`judge`). A row's
-`tests` are the tests its verdict used (HumanEval: the check alone); `float_tol`, `float_error` and
+`tests` are the tests its verdict used (a semantics with hidden_only: the hidden ones alone); `float_tol`, `float_error` and
 `any_case` say how its output was compared: the tolerance for reals, the statement's kind of error
 ("absolute", "absolute or relative"; null: the sandbox's float_tol) and whether letter case was ignored
-(null where the semantics has no such rule: livecodebench, testcode).
+(null where the semantics has no such rule: Semantics.tolerant false, testcode).
 
 A sample whose `code` is null (its setting found no answer) is CE; evaluation never re-extracts code
 from its completion (see `submission`). The study counts it as a correctness failure like any CE, but

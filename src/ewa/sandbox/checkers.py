@@ -31,8 +31,8 @@ class OutputRule:
 
 
 def output_rule(problem: Problem, default_tol: float) -> OutputRule:
-    """The problem's rule from its `meta` (`float_tol` and `float_error`, `any_case`, as the CodeContests
-    loader reads them off the statement), else `default_tol`, case-sensitive."""
+    """The problem's rule from its `meta` (`float_tol` and `float_error`, `any_case`, as a loader reads
+    them off the statement: ewa.data.statement), else `default_tol`, case-sensitive."""
     meta = problem.meta
     tol, kind = meta.get("float_tol"), meta.get("float_error", "absolute or relative")
     any_case = meta.get("any_case", False)

@@ -165,7 +165,7 @@ def judge_sample(worker: Worker, problem: Problem, code: str | None, tests: list
         request = {"mode": MODES[problem.testtype], "code": code, "input": problem.tests[i].input,
                    "func": problem.func_name, **limits.request(), **sem.request()}
         if problem.testtype == "testcode":
-            request["starter"] = problem.starter_code  # plain: the checker's trusted helpers; humaneval: the prompt
+            request["starter"] = problem.starter_code  # plain: the checker's trusted helpers; check_correctness: the prompt
             request["explain"] = problem.tests[i].public  # log the candidate's calls, for feedback
         reply = call(worker, request, limits)
         r = test_verdict(problem, i, reply, limits, rule, sem)

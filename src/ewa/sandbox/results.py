@@ -36,7 +36,7 @@ class SampleResult:
     backstop_kills: int = 0  # tests run that the wall-clock backstop ended (TestResult.wall_backstop)
     judge: str = ""  # the judge semantics the tests ran under (ewa.sandbox.semantics)
     # How output was compared (checkers.OutputRule.record: float_tol, float_error, any_case); None where
-    # the semantics has no such rule (livecodebench, testcode).
+    # the semantics has no such rule (Semantics.tolerant false, testcode).
     output_rule: dict | None = None
 
 

@@ -9,7 +9,7 @@ from ewa.sandbox.semantics import own
 SPLIT_HELP = "train | heldout | all"
 
 
-def records(input: str | None = None, **options):
+def records(input: str | None = None, skip_invalid: bool = False, **options):
     from ewa.data.mini.loader import load
 
     return load(input, **options)
