@@ -31,11 +31,10 @@ from ewa.cli import main as ewa_main
 from ewa.io import write_jsonl
 
 from ewa.data.livecodebench.judge import LCB_PRELUDE, lcb_stdout_match, lcb_value_match
-from ewa.formats import semantics as registered_semantics
 from ewa.problems import Problem, ProblemError, default_judge, judges, make_test, write_problems
 from ewa.sandbox import Sandbox, default_backend
 from ewa.sandbox.forkserver import Opaque, decode, encode
-from ewa.sandbox.semantics import provenance, semantics_for
+from ewa.sandbox.semantics import provenance, registered, semantics_for
 from ewa.verdicts import AC, CE, RE, WA
 
 pytestmark = pytest.mark.timeout(300)
@@ -353,7 +352,7 @@ def test_prelude_runs_inside_the_sandbox_as_part_of_the_candidate(sb):
 # ---- the registry, the problem field, the comparisons -------------------------------------------------
 def test_the_prelude_is_the_reference_text():
     assert LCB_PRELUDE == REFERENCE_PRELUDE
-    SEMANTICS = registered_semantics()
+    SEMANTICS = registered()
     assert SEMANTICS["livecodebench"].request() == {"harness": "lcb", "prelude": REFERENCE_PRELUDE}
     for name in ("codecontests", "mini", "plain"):
         assert SEMANTICS[name].request() == {"harness": "plain", "prelude": ""}

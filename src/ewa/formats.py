@@ -124,14 +124,13 @@ def formats() -> list[Format]:
 
 
 @functools.lru_cache(maxsize=None)
-def semantics() -> dict:
-    """Every judge semantics by name: ewa's own `plain`, then each format's."""
-    from ewa.sandbox.semantics import PLAIN
-
-    found = {"plain": PLAIN}
+def judges() -> dict:
+    """Every format's judge semantics (ewa.sandbox.semantics.Semantics) by name, built-ins first; "plain",
+    ewa's own, is not a format's (ewa.sandbox.semantics.registered() adds it)."""
+    found = {}
     for fmt in formats():
         for sem in fmt.semantics:
-            if sem.name in found:
+            if sem.name in found or sem.name == "plain":
                 raise FormatError(f"format {fmt.name!r}: judge {sem.name!r} is defined twice")
             found[sem.name] = sem
     return found

@@ -26,9 +26,9 @@ TESTTYPES = ("stdin", "functional", "testcode")
 def judges() -> tuple[str, ...]:
     """Judge semantics by name: "plain" (the program run as written with ewa's own comparison, what any
     source no format names gets), then each format's (ewa.formats)."""
-    from ewa.formats import semantics
+    from ewa.formats import judges as formats_judges
 
-    return tuple(semantics())
+    return ("plain", *formats_judges())
 
 
 def default_judge(source: str) -> str:

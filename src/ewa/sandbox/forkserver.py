@@ -873,7 +873,7 @@ def candidate_main(job, program, report_w, stdin_fd, out_w, err_w, extra, flag_w
             os.write(2, b"\nMemoryError\n")  # feedback only; no allocation: the heap may be exhausted
         else:
             try:  # from the model's own frames on: the runner's frame is noise in feedback
-                traceback.print_exception(type(e), e, e.__traceback__.tb_next, file=errors)
+                traceback.print_exception(type(e), e, past_runner(e.__traceback__), file=errors)
                 if isinstance(e, AssertionError) and job.get("note_asserts"):
                     for line in assert_notes(e):
                         print(line, file=errors)
@@ -885,6 +885,19 @@ def candidate_main(job, program, report_w, stdin_fd, out_w, err_w, extra, flag_w
         except BaseException:
             pass
         os._exit(status & 0xFF)
+
+
+# The frames of candidate_main and of the harness hook it called, which a traceback shown to the model skips.
+RUNNER_FRAMES = ("candidate_main", "namespace", "run_stdin", "call", "serve")
+
+
+def past_runner(tb):
+    """The traceback from the first frame that is not candidate_main's or a harness hook's (which are the
+    server's own: its file and function names) on."""
+    runner = candidate_main.__code__.co_filename
+    while tb is not None and tb.tb_frame.f_code.co_filename == runner and tb.tb_frame.f_code.co_name in RUNNER_FRAMES:
+        tb = tb.tb_next
+    return tb
 
 
 # ---- the zygote ----------------------------------------------------------------------------------

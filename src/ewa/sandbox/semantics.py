@@ -69,10 +69,15 @@ PLAIN = own("plain", "1", "program as written; stdout tokens, returned values st
                           "float_tol")
 
 
-def semantics_for(problem: Problem) -> Semantics:
-    from ewa.formats import semantics
+def registered() -> dict[str, Semantics]:
+    """Every judge semantics by name: plain, then the formats' (ewa.formats)."""
+    from ewa.formats import judges
 
-    sem = semantics()[problem.judge]
+    return {"plain": PLAIN, **judges()}
+
+
+def semantics_for(problem: Problem) -> Semantics:
+    sem = registered()[problem.judge]
     if problem.testtype not in sem.testtypes:
         raise ProblemError(f"problem {problem.id!r}: judge {sem.name!r} has no {problem.testtype} tests "
                            f"(it judges {', '.join(sem.testtypes)})")
@@ -81,9 +86,8 @@ def semantics_for(problem: Problem) -> Semantics:
 
 def provenance(names) -> dict:
     """{name: {version, description}} for the semantics `names` (e.g. every judge of a problems file)."""
-    from ewa.formats import semantics
+    known = registered()
+    return {n: known[n].record() for n in sorted(set(names))}
 
-    return {n: semantics()[n].record() for n in sorted(set(names))}
 
-
-__all__ = ["PLAIN", "Semantics", "own", "semantics_for", "provenance"]
+__all__ = ["PLAIN", "Semantics", "own", "registered", "semantics_for", "provenance"]
