@@ -161,7 +161,8 @@ SEMANTICS = Semantics("labtasks", "1", "read_ints() provided; stdout compared ex
                       ("stdin",))
 FORMAT = Format(name="labtasks", description="the lab's tab-separated tasks", records=records,
                 semantics=(SEMANTICS,), harnesses={"labio": str(Path(__file__).with_name("harness.py"))},
-                plan=PlanHints(problems=3, tests=2))
+                plan=PlanHints(problems=3, tests=2),
+                prompt=lambda problem: f"Lab task {problem.id}: {problem.statement} Use read_ints().")
 '''
 LAB_HARNESS = '''
 class LabHarness(Harness):
@@ -250,6 +251,24 @@ def test_an_installed_format_runs_prepare_to_evaluate_with_no_change_to_ewa(lab_
     done = ewa("prepare", "--format", "labtasks", "--input", str(source), "--out", str(tmp_path / "x.jsonl"))
     assert done.returncode == 2 and "unknown format 'labtasks' (built-in: mini," in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "x.jsonl").exists()
+
+
+def test_an_installed_format_frames_its_problems_for_the_model(lab_package, monkeypatch):
+    from ewa.problems import Problem, make_test
+    from ewa.prompts import reasoning_messages
+
+    problem = Problem("add", "labtasks", "", "Add the two numbers.", "stdin", (make_test("1 2\n", "3\n"),))
+    assert problem.judge == "plain"  # not installed: nothing names the judge
+    monkeypatch.syspath_prepend(str(lab_package))
+    formats.refresh()
+    try:
+        problem = Problem("add", "labtasks", "", "Add the two numbers.", "stdin", (make_test("1 2\n", "3\n"),))
+        assert problem.judge == "labtasks"  # the format's judge, from the problem's source
+        assert reasoning_messages(problem)[1]["content"] == "Lab task add: Add the two numbers. Use read_ints()."
+    finally:
+        monkeypatch.undo()
+        formats.refresh()
+    assert "labtasks" not in formats.names()
 
 
 def test_a_format_package_that_fails_to_import_is_one_line_naming_it(lab_package, tmp_path):

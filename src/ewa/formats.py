@@ -68,6 +68,11 @@ class Format:
     min_python: tuple[int, int] = (3, 8)  # the oldest judge interpreter its programs parse and run on
     plan: PlanHints = PlanHints()
     corpus: Callable[[], Iterator[str]] | None = None  # texts a tokenizer built from scratch learns from
+    # How its problems are shown to a model (ewa.prompts): the user turn that poses a problem, and the one
+    # after a failed public run (Problem, SampleResult) -> text or None; None: ewa's own, built from the
+    # statement, the starter code and the public tests.
+    prompt: Callable | None = None
+    feedback: Callable | None = None
     module: str = ""  # where it was found (filled in by the registry)
 
     def needs_input(self) -> bool:
@@ -137,6 +142,12 @@ def judges() -> dict:
 
 
 @functools.lru_cache(maxsize=None)
+def defining(judge: str) -> Format | None:
+    """The format that defines the judge semantics `judge` (None: plain, ewa's own)."""
+    return next((fmt for fmt in formats() for sem in fmt.semantics if sem.name == judge), None)
+
+
+@functools.lru_cache(maxsize=None)
 def harness_sources() -> tuple[tuple[str, str], ...]:
     """(harness name, fork-server source) of every format, for the in-sandbox server; built-ins first."""
     seen, out = set(), []
@@ -147,6 +158,12 @@ def harness_sources() -> tuple[tuple[str, str], ...]:
             seen.add(harness)
             out.append((harness, Path(path).read_text()))
     return tuple(out)
+
+
+def refresh() -> None:
+    """Forget what was found, so a package installed since (in this process) is seen."""
+    for cached in (_entry_points, get, judges, defining, harness_sources):
+        cached.cache_clear()
 
 
 def dataset_format(spec: dict, where: str) -> Format:

@@ -3,6 +3,7 @@ the SFT warm start (whose traces are in these exact formats), GRPO and sampling.
 """
 from __future__ import annotations
 
+from ewa.formats import defining
 from ewa.problems import Problem
 from ewa.verdicts import AC, CE, MLE, RE, TLE, WA
 
@@ -23,6 +24,11 @@ PLANS = {"brute": "Approach: brute force.", "efficient": "Approach: efficient al
 
 
 def user_message(problem: Problem) -> str:
+    """The user turn that poses `problem`: its format's own (ewa.formats.Format.prompt), else the statement,
+    the starter code and how the program is run."""
+    own = defining(problem.judge)
+    if own is not None and own.prompt is not None:
+        return own.prompt(problem)
     parts = [problem.statement.strip()]
     if problem.starter_code.strip():
         parts.append(f"Starter code:\n```python\n{problem.starter_code.rstrip()}\n```")
@@ -100,7 +106,11 @@ def clip(text: str, limit: int = FIELD_CHARS) -> str:
 
 
 def feedback(problem, result) -> str | None:
-    """The user turn for a failed public run, built only from public tests; None if all passed."""
+    """The user turn for a failed public run, built only from public tests; None if all passed. A format
+    may show failures in its own terms (ewa.formats.Format.feedback)."""
+    own = defining(problem.judge)
+    if own is not None and own.feedback is not None:
+        return own.feedback(problem, result)
     public = [i for i, _ in problem.public_tests]
     failed = [t for t in result.tests if t.verdict != AC and t.index in public]
     if not failed:
