@@ -118,6 +118,8 @@ def _text(value, label: str, where: str) -> str:
 def _args(value, label: str, where: str) -> str:
     """A call's arguments as ewa's functional tests hold them: one JSON value a line."""
     value = _listed(value)
+    if isinstance(value, tuple):  # a TACO literal's
+        value = list(value)
     if isinstance(value, str):  # LiveCodeBench's layout: JSON values, one a line
         try:
             value = [json.loads(line) for line in value.split("\n") if line.strip()]
@@ -140,7 +142,8 @@ def _value(value, label: str, where: str) -> str:
 
 
 def cases(rec: dict, label: str) -> tuple[str | None, list[tuple], str]:
-    """(fn_name or None, [(input, expected)], the field they came from), as the record lays them out."""
+    """(fn_name or None, [(input, expected, input's name, expected's name)], the field they came from), as the
+    record lays them out."""
     field = "tests" if rec.get("tests") is not None else "input_output"
     raw = rec.get(field)
     if raw is None or (isinstance(raw, str) and not raw.strip()):
@@ -153,7 +156,8 @@ def cases(rec: dict, label: str) -> tuple[str | None, list[tuple], str]:
         fn = data.get("fn_name")
         if fn is not None and not isinstance(fn, str):
             raise ProblemError(f"{label}: field '{field}.fn_name' must be a string")
-        return fn or None, list(zip(ins, outs)), field
+        return fn or None, [(i, o, f"{field}.inputs[{k}]", f"{field}.outputs[{k}]")
+                            for k, (i, o) in enumerate(zip(ins, outs))], field
     if isinstance(data, list):  # DeepCoder's primeintellect: one object per test
         kinds, fns, pairs = set(), set(), []
         for i, t in enumerate(data):
@@ -165,7 +169,7 @@ def cases(rec: dict, label: str) -> tuple[str | None, list[tuple], str]:
             kinds.add("call" if kind in CALL_KINDS or (kind is None and fn) else
                       "stdin" if kind in STDIN_KINDS or kind is None else str(kind))
             fns.add(fn)
-            pairs.append((t["input"], t["output"]))
+            pairs.append((t["input"], t["output"], f"{field}[{i}].input", f"{field}[{i}].output"))
         if len(kinds) > 1 or not kinds <= {"call", "stdin"}:
             raise ProblemError(f"{label}: field '{field}' mixes or names unknown test types ({sorted(kinds)}); "
                                "expected stdin_stdout/stdin or function_call/functional")
@@ -215,13 +219,12 @@ def convert(rec: dict, where: str, index: int, semantics: str) -> Problem | Drop
     if not pairs:
         return Dropped(problem_id, "no_tests", f"field '{field}' holds no test")
     if fn is None:
-        tests = [(_text(i, label, f"{field} input {k}"), _text(o, label, f"{field} output {k}"))
-                 for k, (i, o) in enumerate(pairs)]
+        tests = [(_text(i, label, in_name), _text(o, label, out_name)) for i, o, in_name, out_name in pairs]
     else:
-        answers = [_listed(o) for _, o in pairs]
+        answers = [_listed(o) for _, o, _, _ in pairs]
         outputs = _unwrapped(answers) if semantics == "strict" else answers
-        tests = [(_args(i, label, f"{field} input {k}"), _value(o, label, f"{field} output {k}"))
-                 for k, ((i, _), o) in enumerate(zip(pairs, outputs))]
+        tests = [(_args(i, label, in_name), _value(o, label, out_name))
+                 for (i, _, in_name, out_name), o in zip(pairs, outputs)]
     difficulty = rec.get("difficulty")
     meta = {"flavour": flavour, "python_solutions": _solutions(rec, label)}
     for key, name in (("url", "url"), ("source", "source"), ("name", "name")):
