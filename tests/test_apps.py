@@ -73,7 +73,8 @@ TABLE = {
     # ---- standard input ------------------------------------------------------------------------------------
     "stdin reference solution": ("sums", SUMS_OK, AC, AC, "prints each sum on its line"),
     "stdin lines in another order": (
-        "sums", "n = int(input())\nr = [sum(map(int, input().split())) for _ in range(n)]\nprint(*reversed(r), sep='\\n')\n",
+        "sums", "n = int(input())\nr = [sum(map(int, input().split())) for _ in range(n)]\n"
+                "print(*reversed(r), sep='\\n')\n",
         AC, WA, "the reference compares the set of lines: their order is not checked"),
     "stdin tokens in another order on a line": (
         "sort", "input()\nprint(*sorted(map(int, input().split()), reverse=True))\n", AC, WA,

@@ -43,7 +43,8 @@ ROWS = {name: json.loads(line) for name, line in {
 }.items()}
 # Written here: a record whose setup code the reference solution relies on.
 ROWS["setup"] = {"text": "Write a function to find the area of a circle of radius r.",
-                 "code": "def circle_area(r):\r\n  return math.pi * r * r", "task_id": 900, "test_setup_code": "import math",
+                 "code": "def circle_area(r):\r\n  return math.pi * r * r", "task_id": 900,
+                 "test_setup_code": "import math",
                  "test_list": ["assert math.isclose(circle_area(1), math.pi)",
                                "assert math.isclose(circle_area(2), 4 * math.pi)", "assert circle_area(0) == 0"],
                  "challenge_test_list": []}
@@ -166,7 +167,8 @@ def test_a_record_becomes_a_problem():
     p = convert(ROWS[11], "", challenge_tests=True)
     assert (p.id, p.source, p.judge, p.testtype, p.func_name) == ("mbpp/11", "mbpp", "mbpp", "testcode", "remove_Occ")
     assert p.statement == ("Write a python function to remove first and last occurrence of a given character from "
-                           "the string. Your code should pass these tests:\n\nassert remove_Occ(\"hello\",\"l\") == \"heo\"")
+                           "the string. Your code should pass these tests:\n\n"
+                           "assert remove_Occ(\"hello\",\"l\") == \"heo\"")
     assert [t.public for t in p.tests] == [True, False, False, False, False]
     assert p.tests[0].input == "def check(candidate):\n    assert remove_Occ('hello', 'l') == 'heo'\n"
     assert (p.time_limit_s, p.memory_limit_mb, p.starter_code) == (3.0, 2048, "")

@@ -30,10 +30,12 @@ Two judge semantics, chosen per dataset by the format's key `semantics` (judge.p
   answer of a problem is so wrapped the loader unwraps them, else they stay as they are. A reward or a score
   under `strict` cannot be won by what only the reference's leniencies accept. Training data should use it.
 - `reference` (judge `apps`): hendrycks/apps eval/testing_util.py at commit 362aedc (June 2024), reproduced;
-  use it to compare with published APPS numbers. TACO's copy (FlagOpen/TACO metrics/testing_util.py) runs stdin
-  programs in a subprocess and DeepCoder's (rllm/rewards/code_utils/taco.py, agentica-project/rllm@874daa4)
-  adds a 90 s default timeout and early stopping; both keep the same output cascade, which is reproduced here
-  as APPS itself has it. What the reference does:
+  use it to compare with published APPS numbers. TACO's copy (FlagOpen/TACO@245eba3 metrics/testing_util.py)
+  and DeepCoder's (agentica-project/rllm@874daa4 rllm/rewards/code_utils/taco.py) run a standard-input program
+  as a script in a subprocess and apply the cascade to its stdout as one string, not to its lines: their
+  real-number step then reads characters and their set step compares the character sets of tokens, so they
+  accept less (`2 1` for `1 2` fails there); DeepCoder's reward also keeps only the 15 tests with the longest
+  inputs, 12 s each. ewa reproduces APPS's own. What the reference does:
   * every program is preceded by its import header (sys, time, itertools, collections, functools.lru_cache,
     math's functions, fractions, typing's List and Tuple, numpy as np, random, heapq; judge.APPS_PRELUDE) and
     runs under reliability_guard (exit, quit, os.kill, os.getcwd, subprocess.Popen, ... set to None), executed
@@ -58,7 +60,7 @@ Two judge semantics, chosen per dataset by the format's key `semantics` (judge.p
   between tests in a module or a Solution instance does not carry over); the returned value is rebuilt in the
   host from trusted types and compared there (an object of the program's own class with an `__eq__` of its own
   equals nothing here); TLE on CPU time against 4 s times the calibration factor, where the reference's
-  4 s alarm is wall-clock (and a 10 s watchdog ends a problem's whole run); the stack is the reference
+  4 s alarm is wall-clock (and test_one_solution's 11 s watchdog ends a problem's whole run); the stack is the reference
   process's usual 8 MB; ewa's six verdicts, where the reference knows pass, fail, runtime error (-1) and
   compile error (-2: a program that does not load, here CE or RE).
 tests/test_apps.py holds the table of programs this was checked on (verdicts from testing_util itself).
