@@ -40,7 +40,7 @@ def test_empty_config_is_the_schema_defaults():
     ({"merge": {"alphas": [0.5, 0.50]}}, "duplicate alphas"),
     ({"evaluate": {"folds": 1}}, "key 'evaluate.folds': expected 0 (one dev/test split) or at least 2 folds, got 1"),
     ({"science": {"seeds": [2, 100], "design_seeds": [0, 1, 2]}}, "seed(s) [2] also tuned the design"),
-    ({"benchmarks": {"x": {"format": "mbpp"}}}, "key 'benchmarks.x.format'"),
+    ({"benchmarks": {"x": {"format": "ds1000"}}}, "key 'benchmarks.x.format'"),
     # a model directory's warm start is the config's own, learning rate included
     ({"model": {"init": "/models/m", "sft": {"steps": 5}}}, "key 'model.sft.learning_rate': a warm start of a model directory"),
 ])

@@ -128,5 +128,5 @@ def test_humaneval_ships_164_problems_with_hidden_check_code():
 
 
 def test_unknown_format_is_one_clear_error():
-    with pytest.raises(ValueError, match="unknown format 'mbpp'"):
-        load("mbpp")
+    with pytest.raises(ValueError, match="unknown format 'ds1000'"):
+        load("ds1000")

@@ -31,8 +31,8 @@ BUILTIN = {
     "humaneval": "ewa.data.humaneval",
     "livecodebench": "ewa.data.livecodebench",
     "codecontests": "ewa.data.codecontests",
-    # "mbpp": "ewa.data.mbpp",
-    # "apps": "ewa.data.apps",
+    "mbpp": "ewa.data.mbpp",
+    "apps": "ewa.data.apps",
     "jsonl": "ewa.data.jsonl",
 }
 
