@@ -11,7 +11,7 @@ Records:
   subset the same {inputs, outputs, fn_name} object, for primeintellect a list of {input, output, and `type`
   ("stdin_stdout" / "function_call") or `testtype` ("stdin" / "functional"), fn_name}; a function call's
   input is its list of arguments and its output the value returned (a string input is read as JSON values,
-  one per line, LiveCodeBench's layout).
+  one per line, the canonical functional layout).
 A standard-input test's input and output may be lists of lines (joined with "\\n", as the reference does). A
 record without tests is dropped (reason `no_tests`); APPS keeps no public/private split, so the first test,
 usually the statement's example, is the public one (feedback shows only it); a verdict uses every test. The
@@ -122,7 +122,7 @@ def _args(value, label: str, where: str) -> str:
     value = _listed(value)
     if isinstance(value, tuple):  # a TACO literal's
         value = list(value)
-    if isinstance(value, str):  # LiveCodeBench's layout: JSON values, one a line
+    if isinstance(value, str):  # the canonical functional layout: JSON values, one a line
         try:
             value = [json.loads(line) for line in value.split("\n") if line.strip()]
         except ValueError:

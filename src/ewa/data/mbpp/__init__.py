@@ -41,7 +41,7 @@ asserts may take 3 s each here where the reference allows 3 s for all. `asserts:
 reference exactly: one hidden test of every assert in order, in one process, under one 3 s limit (the public
 assert is still its own test, for feedback; it is the first step of the whole run, so it changes no verdict).
 
-Not reproduced, as for HumanEval (docs/judge.md): a program that compiles only with the asserts appended is
+Not reproduced, as for every check_correctness port (docs/judge.md): a program that compiles only with the asserts appended is
 CE; ewa's six verdicts (a failed assert WA, an exception or exit RE, too slow TLE, an allocation over the
 2 GB limit MLE; the reference sets none); the stack is the usual 8 MB of the reference's process.
 """
