@@ -124,8 +124,8 @@ def pytest_terminal_summary(terminalreporter):
 # `make test` sends each module whole to one worker (--dist loadfile), so its module and session fixtures
 # (a trained model, a started sandbox) are built once. The longest modules go first: the last ones to start
 # are then short, and the workers finish together (the order comes from `--durations`, docs/benchmarks.md).
-LONGEST_FIRST = ("test_slurm", "test_pipeline", "test_benchmarks", "test_mini", "test_real_model", "test_train", "test_formats",
-                 "test_mini_sandbox", "test_gpu_install", "test_registry", "test_gpu_check", "test_preflight",
+LONGEST_FIRST = ("test_slurm", "test_pipeline", "test_benchmarks", "test_mini", "test_real_model", "test_train",
+                 "test_formats", "test_mini_sandbox", "test_gpu_install", "test_registry", "test_gpu_check", "test_preflight",
                  "test_humaneval_reference", "test_profiles", "test_worker", "test_plan", "test_evaluate",
                  "test_claims", "test_shared_init", "test_sandbox_adversarial", "test_models", "test_capabilities")
 
