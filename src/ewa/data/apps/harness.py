@@ -22,20 +22,6 @@ def apps_stdio_source(code):
     return "".join(out)
 
 
-class AppsMockOpen:
-    """builtins.open as the reference patches it, unittest.mock.mock_open(read_data=input), built on first use
-    (importing unittest.mock costs ~60 ms of the test's CPU time)."""
-
-    def __init__(self, data):
-        self.data, self.mock = data, None
-
-    def __call__(self, *args, **kwargs):
-        if self.mock is None:
-            from unittest.mock import mock_open
-            self.mock = mock_open(read_data=self.data)
-        return self.mock(*args, **kwargs)
-
-
 def apps_int_keyed_args(args):
     """The reference's conversion of a first argument that is a dict (JSON keys are strings): the arguments
     become that one dict, int-keyed; unchanged where a key is not an integer."""
@@ -83,7 +69,7 @@ class AppsHarness(Harness):
         loaded.readlines = lambda *args: text.split("\n")
         loaded.read = lambda *args: text
         sys.stdin = io.StringIO(text)
-        builtins.open = AppsMockOpen(text)
+        builtins.open = LazyMockOpen(text)
         captured = sys.stdout = io.StringIO()
         captured.close = lambda x: 1  # Capturing's no-op close, which takes one argument: close() raises there
         try:

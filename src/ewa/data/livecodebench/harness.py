@@ -74,21 +74,6 @@ class MockBuffer:
         return self.inputs.split(b"\n")[0] + b"\n"  # the first line, every time
 
 
-class LazyMockOpen:
-    """builtins.open as the reference patches it, unittest.mock.mock_open(read_data=input), imported on
-    first use (it costs ~60 ms; the prelude's `from builtins import *` shadows it for the program's own
-    code anyway)."""
-
-    def __init__(self, data):
-        self.data, self.mock = data, None
-
-    def __call__(self, *args, **kwargs):
-        if self.mock is None:
-            from unittest.mock import mock_open
-            self.mock = mock_open(read_data=self.data)
-        return self.mock(*args, **kwargs)
-
-
 class LcbHarness(Harness):
     """lcb_runner's: reliability_guard, then the program as module "tmp_sol"; stdin programs rewritten
     into wrapped_function (lcb_stdio_source) and called once per test on the reference's stdin mocks;
