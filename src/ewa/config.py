@@ -125,6 +125,9 @@ def _check_datasets(config: dict) -> None:
         if not isinstance(entry, dict):
             continue  # the schema has said so
         fmt = formats.dataset_format(entry, where)
+        if fmt.splits is not None and entry.get("split", "all") not in fmt.splits:
+            raise ConfigError(f"config: key '{where}.split': format {fmt.name} has the splits {', '.join(fmt.splits)}, "
+                              f"got {entry['split']!r}")
         own = {k: v for k, v in entry.items() if k not in shared}
         unknown = sorted(set(own) - set(fmt.options))
         if unknown:

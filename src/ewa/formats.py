@@ -62,6 +62,7 @@ class Format:
     records: Callable[..., Iterator]
     input: str = "required"  # "required"; "optional": the format ships its own file; "none": generated
     options: dict = field(default_factory=dict)  # JSON-schema properties of the format's own config keys
+    splits: tuple[str, ...] | None = None  # the values its `split` key takes; None: any (the format checks)
     semantics: tuple = ()  # the ewa.sandbox.semantics.Semantics its problems' `judge` may name
     harnesses: dict = field(default_factory=dict)  # harness name -> path of its fork-server source
     verifiable: bool = False  # its records ship reference solutions (`verify_solutions` runs them)

@@ -125,7 +125,7 @@ def list_formats(args: argparse.Namespace, config: dict) -> int:
     for name in formats.names():
         fmt = formats.get(name)
         row = {"name": fmt.name, "module": fmt.module, "description": fmt.description, "input": fmt.input,
-               "options": sorted(fmt.options), "judges": [s.name for s in fmt.semantics],
+               "options": sorted(fmt.options), "splits": list(fmt.splits or ()), "judges": [s.name for s in fmt.semantics],
                "harnesses": sorted(fmt.harnesses), "verifiable": fmt.verifiable,
                "min_python": ".".join(map(str, fmt.min_python))}
         if args.json:
@@ -133,6 +133,7 @@ def list_formats(args: argparse.Namespace, config: dict) -> int:
             continue
         extras = [f"input {fmt.input}", f"judges {', '.join(row['judges']) or 'plain'}",
                   f"Python >= {row['min_python']}"]
+        extras += [f"splits {', '.join(row['splits'])}"] if len(row["splits"]) > 1 else []
         extras += [f"keys {', '.join(row['options'])}"] if row["options"] else []
         extras += ["verifiable"] if fmt.verifiable else []
         print(f"{name:<14} {fmt.description}\n{'':<14} {fmt.module}; {'; '.join(extras)}")

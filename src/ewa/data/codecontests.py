@@ -166,6 +166,7 @@ FORMAT = Format(
     description="CodeContests (deepmind/code_contests) as published: .jsonl or .parquet exports, a glob, a "
                 "directory of shards",
     records=records,
+    splits=("all",),  # one problem set: the file given is the split
     semantics=(own("codecontests", "2", "program as written; stdout tokens, real numbers within the statement's "
                                         "absolute/relative error else float_tol, letters in any case where the "
                                         "statement allows it"),),

@@ -187,6 +187,7 @@ FORMAT = Format(
     name="jsonl",
     description="your own problems: ewa's documented JSON Lines (stdin, function-call or assert tests)",
     records=records,
+    splits=("all",),  # one problem set: the file given is the split
     semantics=(own("jsonl", "1", "program as written; stdout tokens, returned values structurally, real numbers "
                                 "within the problem's float_tol else the sandbox's; asserts in the checker"),),
     min_python=(3, 8),

@@ -270,7 +270,7 @@ FORMAT = Format(
     name="apps",
     description="APPS / TACO / DeepCoder (taco, primeintellect) records with input_output or tests; judged "
                 "strictly, or as APPS's testing_util",
-    records=records,
+    records=records, splits=("all",),
     options={"semantics": {
         "enum": list(JUDGES), "default": "strict",
         "description": "strict (judge apps-strict): ewa's token and value comparison, for training and for scores a "

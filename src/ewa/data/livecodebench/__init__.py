@@ -124,6 +124,7 @@ FORMAT = Format(
     description="LiveCodeBench code_generation_lite JSON Lines (a file, a glob of the release's increments, a "
                 "directory)",
     records=records,
+    splits=("all",),  # one problem set: the file given is the split
     semantics=(SEMANTICS,),
     harnesses={"lcb": HARNESS},
     # Programs from current models use 3.10 syntax (`match`, `int | None` in annotations: CE or RE on 3.9).

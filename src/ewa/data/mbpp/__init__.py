@@ -234,7 +234,7 @@ SEMANTICS = Semantics(
 FORMAT = Format(
     name="mbpp",
     description="MBPP (google-research mbpp.jsonl, or sanitized-mbpp.json), split by task_id",
-    records=records,
+    records=records, splits=SPLIT_NAMES,
     options={
         "challenge_tests": {"type": "boolean", "default": False,
                             "description": "Add each record's challenge_test_list asserts as hidden tests."},

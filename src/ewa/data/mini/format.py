@@ -36,6 +36,7 @@ FORMAT = Format(
     description="the bundled miniature: stdin/stdout families whose brute force is correct but too slow",
     records=records,
     input="none",
+    splits=("train", "heldout", "all"),
     options={
         "small_inputs": {
             "type": "number", "minimum": 0, "maximum": 1,
