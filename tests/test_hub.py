@@ -308,11 +308,19 @@ def test_a_model_not_in_the_cache_is_refused_at_planning_with_the_staging_comman
 
 
 def test_configs_of_local_paths_keep_their_experiment_hashes():
-    """No reference, nothing changed: every shipped config, and each registered one still has its registered hash."""
+    """No reference, nothing changed: every shipped config of local paths, and each registered one still has its
+    registered hash. The paper's configs name the Qwen models and the benchmarks' files by their repositories."""
+    named = {}
     for path in [ROOT / "config.yaml", *sorted((ROOT / "configs").glob("*.yaml"))]:
         config = load(path)
-        assert references(config) == {}, path
+        if refs := references(config):
+            named[path.name] = sorted(f"{key}={ref.uri()}" for key, ref in refs.items())
+            continue
         assert experiment_sha256(pinned(config, resolve_config(config))) == experiment_sha256(config), path
+    assert named == {f"paper-{size}.yaml": [
+        "benchmarks.lcb_hard.input=hf://datasets/livecodebench/code_generation_lite/test6.jsonl",
+        f"model.init=hf://Qwen/Qwen2.5-Coder-{size.upper()}-Instruct",
+        "train_data.input=hf://datasets/deepmind/code_contests/data/train-*.parquet"] for size in ("7b", "32b")}
     for entry in read_registry(ROOT / "docs" / "registry.yaml")["next"]:
         config = load(ROOT / entry["experiment"])
         assert experiment_sha256(pinned(config, resolve_config(config))) == entry["config_sha256"], entry["experiment"]
