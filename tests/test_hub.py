@@ -462,3 +462,15 @@ def test_another_revision_is_another_experiment(staged, hub, site, pico_files, c
     old = validate({**yaml.safe_load((site / "exp.yaml").read_text()),
                     "model": {"init": f"hf://{MODEL}@{hub.commits['model']}"}})
     assert resolve_config(old)["model.init"].commit == hub.commits["model"]  # both revisions are in the cache
+
+
+def test_preflight_finds_the_names_in_this_nodes_cache(staged, hub, site, compute_node, tmp_path, monkeypatch):
+    from ewa.preflight import hub_check
+
+    check, local = hub_check(load(site / "exp.yaml"), str(site / "exp.yaml"))
+    assert check.status == "ok" and hub.commits["dataset"][:12] in check.detail
+    assert Path(local["model"]["init"]).parent.name == "snapshots"  # what the chat template check reads
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "elsewhere"))  # a node that does not see the staged cache
+    check, local = hub_check(load(site / "exp.yaml"), "exp.yaml")
+    assert check.status == "failed" and local is None
+    assert "not in the Hugging Face cache" in check.line("node") and "fix: run ewa stage exp.yaml" in check.line("node")
