@@ -474,3 +474,17 @@ def test_preflight_finds_the_names_in_this_nodes_cache(staged, hub, site, comput
     check, local = hub_check(load(site / "exp.yaml"), "exp.yaml")
     assert check.status == "failed" and local is None
     assert "not in the Hugging Face cache" in check.line("node") and "fix: run ewa stage exp.yaml" in check.line("node")
+
+
+def test_stage_names_what_it_cannot_fetch_in_one_line(hub, tmp_path, capsys):
+    from ewa.cli import main
+
+    config = {**reduced_config(), "model": {"init": "hf://nobody/nothing@v1"}}
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(config))
+    # on a node set offline (the tests' own environment is), staging refuses rather than find nothing
+    assert main(["stage", str(tmp_path / "exp.yaml"), "--hf-home", str(tmp_path / "hf")]) == 2
+    assert "HF_HUB_OFFLINE is set, and staging downloads" in capsys.readouterr().err
+    done = subprocess.run(stage_cmd(tmp_path), env=stage_env(hub), capture_output=True, text=True, timeout=120)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert lines[0].startswith("ewa stage: error: model.init: hf://nobody/nothing@v1: RepositoryNotFoundError: ")
