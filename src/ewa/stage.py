@@ -262,21 +262,23 @@ def stage(args: argparse.Namespace, _config: dict) -> int:
         download(ref, cache, args.metadata_only, args.workers, staged)
         what = "metadata " if args.metadata_only and ref.kind == "model" else ""
         print(f"ewa stage: {', '.join(dict.fromkeys(staged.keys))}: {ref.uri()} at commit {staged.commit}: "
-              f"{staged.files} {what}files, {staged.bytes / 1e9:,.2f} GB, {staged.fetched} downloaded "
+              f"{staged.files} {what}file(s), {staged.bytes / 1e9:,.2f} GB, {staged.fetched} downloaded "
               f"({staged.fetched_bytes / 1e9:,.2f} GB in {staged.seconds:g} s), {staged.hashed} hashed: verified")
+    runs = []
     for path, refs in per_config.items():
         commits = {key: ref.uri(wanted[ref].commit) for key, ref in refs.items() if ref in wanted}
         if not commits:
+            runs.append(path)
             continue
-        out = write_pinned(path, commits, args.out_dir)
+        runs.append(out := write_pinned(path, commits, args.out_dir))
         print(f"ewa stage: {path} pinned as {out} ({', '.join(commits)})")
     home = os.environ.get("HF_HOME")
     env = (f"HF_HOME={home}" if home and not os.environ.get("HF_HUB_CACHE") else f"HF_HUB_CACHE={cache}")
     print(f"ewa stage: the compute nodes read the cache {cache} offline with:\n"
           f"  export {env} HF_HUB_OFFLINE=1")
     if args.metadata_only:
-        print("ewa stage: metadata only (no weights, no data): `ewa plan --configfile CONFIG` costs the run; stage "
-              "again without --metadata-only before `snakemake` plans it")
+        print(f"ewa stage: metadata only (no weights, no data): `ewa plan --configfile {runs[0]}` costs the run; "
+              f"stage again without --metadata-only before `snakemake` plans it")
     return 0
 
 
