@@ -2,8 +2,9 @@
 end (a tiny program, then a containment probe), the judge's interpreter against the benchmarks' Python,
 the GPU stack where GPUs are asked for or visible (driver vs torch's CUDA, vLLM, DeepSpeed's CPU Adam under
 optimizer offload), the config's Hugging Face names in this node's cache (ewa.hub), the settings and the warm
-start asked of the model's chat template (ewa.capabilities) and free disk against `ewa plan`. Each failure is one line naming the node, the check and the fix; any failure exits 2 (warnings
-do not). The workflow runs it first on every partition (rules/preflight.smk)."""
+start asked of the model's chat template (ewa.capabilities) and free disk against `ewa plan`. Each failure is
+one line naming the node, the check and the fix; any failure exits 2 (warnings do not). The workflow runs it
+first on every partition (rules/preflight.smk)."""
 from __future__ import annotations
 
 import argparse
