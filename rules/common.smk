@@ -13,16 +13,34 @@ from ewa.analysis.families import output_files as families_files
 from ewa.analysis.frontier import output_files as frontier_files
 from ewa.analysis.registry import REGISTRY_FILE, experiment_sha256
 from ewa.analysis.science import OUTPUT_FILES as SCIENCE_FILES
-from ewa.capabilities import refusal
+from ewa.capabilities import refusal, warm_start_refusal
 from ewa.config import ConfigError, validate
 from ewa.data import input_error, verifies
 from ewa.families import INIT, POINT_TAG_PATTERN, family_spec, merge_plan, model_points
+from ewa.hub import HubError, localized, pinned, resolve_config
 from ewa.io import EXPERIMENT_ENV
 
 try:
     config = validate(config)
 except ConfigError as e:
     raise WorkflowError(str(e)) from None
+
+
+def configfile_arg():
+    """The experiment's file as the user gave it, for the commands a message suggests."""
+    path = Path(workflow.configfiles[-1]).absolute() if workflow.configfiles else Path("config.yaml").absolute()
+    return os.path.relpath(path) if path.is_relative_to(Path.cwd()) else str(path)
+
+
+# model.init and data inputs naming a Hugging Face repository are read from the local Hugging Face cache only
+# (ewa.hub; `ewa stage` downloads them on a login node): one missing, or only in part, stops the plan in one
+# line naming the staging command. The config then holds each at its commit, hf://OWNER/NAME@<commit>, so the
+# experiment's sha256 and every job's slice name the revision; a config of local paths is left as it is.
+try:
+    HUB = resolve_config(config, configfile=configfile_arg())
+except HubError as e:
+    raise WorkflowError(str(e)) from None
+config = pinned(config, HUB)
 
 # Every job's provenance names the whole experiment it belongs to, not only the slice it read: jobs inherit
 # this (a cluster job parses the workflow again and sets it the same way). `ewa science` compares it with
@@ -47,13 +65,16 @@ def local_path_error(config):
     return None
 
 
-if path_error := local_path_error(config):
+# What the checks read: each hub reference as its path in the cache.
+LOCAL = localized(config, HUB)
+if path_error := local_path_error(LOCAL):
     raise WorkflowError(path_error)
-# A setting the model's chat template cannot render or parse is refused now, not after hours of training
-# (ewa.capabilities reads its tokenizer files; a directory without them yet is left to the jobs, and to the
-# preflight). Jobs parse the workflow again: the run checked it already.
-if workflow.is_main_process and (refused := refusal(config["model"]["init"], config["sample"]["settings"],
-                                                    config["sample"], staged_ok=True)):
+# A setting the model's chat template cannot render or parse, or a warm start (model.sft) it cannot train, is
+# refused now, not after hours of training (ewa.capabilities reads its tokenizer files; a directory without
+# them yet is left to the jobs, and to the preflight). Jobs parse the workflow again: the run checked it already.
+if workflow.is_main_process and (refused := refusal(LOCAL["model"]["init"], config["sample"]["settings"],
+                                                    config["sample"], staged_ok=True)
+                                 or warm_start_refusal(LOCAL["model"]["init"], config["model"]["sft"], staged_ok=True)):
     raise WorkflowError(refused.line())
 
 REGIMES = [r["name"] for r in config["regimes"]]

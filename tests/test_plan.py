@@ -270,20 +270,24 @@ def test_gpu_memory_comes_from_the_profile(tmp_path, capsys):
 
 @pytest.mark.parametrize("change, needle", [
     ({"model": "missing"}, "--model-config: {tmp}/nowhere is missing"),
-    ({"init": "missing"}, "model.init: /models/Qwen2.5-Coder-7B-Instruct/config.json is missing"),
+    ({"init": "missing"}, "config: key 'model.init': hf://Qwen/Qwen2.5-Coder-7B-Instruct: no local directory "
+                          "Qwen/Qwen2.5-Coder-7B-Instruct either, and not in the Hugging Face cache {tmp}/hf/hub; "
+                          "stage it on a node with network (a login node): ewa stage {tmp}/c.yaml"),
     ({"grpo": {"lr": 1}}, "unknown key 'grpo.lr'"),
     ({"grpo": {"vllm_tensor_parallel_size": 8}}, "grpo.vllm_tensor_parallel_size: 8 does not divide the model's 28"),
     ({"grpo": {"per_device_train_batch_size": 3}}, "grpo.per_device_train_batch_size: 3 x 8 processes"),
     ({"profile": "missing"}, "--profile: {tmp}/noprofile/config.yaml is missing"),
     ({"share": "1.5"}, "--max-memory-share: expected a share of the GPU memory in (0, 1], got 1.5"),
 ])
-def test_bad_input_is_one_line_naming_the_field(change, needle, tmp_path, capsys):
+def test_bad_input_is_one_line_naming_the_field(change, needle, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # a Hugging Face cache that holds nothing
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
     config = yaml.safe_load((ROOT / "configs/paper-7b.yaml").read_text())
     config["grpo"].update(change.get("grpo", {}))
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
     model = {"missing": tmp_path / "nowhere", None: PAPER["paper-7b"]}[change.get("model")]
     if change.get("init") == "missing":
-        model = None  # the paper config's own model.init, which does not exist here
+        model = None  # the paper config's own model.init, a Hub name not staged here
     profile = tmp_path / "noprofile" if change.get("profile") else SLURM
     flags = ["--max-memory-share", change["share"]] if "share" in change else []
     rc, out, err = plan(capsys, tmp_path / "c.yaml", *flags, model=model, profile=profile)

@@ -16,6 +16,8 @@ from ewa.chat import PYTHON_TOOL, ToolCall, Turn, parse_turn, render
 from ewa.problems import Problem, Test
 
 FIX = "remove it from sample.settings, or point model.init at a model whose chat template supports it"
+SFT_FIX = ("set model.sft.steps: 0 (the model is then used as it is), or point model.init at a model whose chat "
+           "template marks the assistant's turns with {% generation %} ... {% endgeneration %}")
 # One small stdin problem stands in for every problem: the prompts differ only in their text.
 PROBE = Problem(id="capabilities/probe", source="capabilities", difficulty="easy", testtype="stdin",
                 statement="Read two integers and print their sum.",
@@ -134,4 +136,35 @@ def refusal(init: str, settings: list[str], sample: dict, staged_ok: bool = Fals
     for name in settings:
         if why := setting_problem(tokenizer, name, config):
             return Refusal("sample.settings", f"model.init {init}: {why}", FIX)
+    return None
+
+
+def warm_start_refusal(init: str, sft: dict, staged_ok: bool = False) -> Refusal | None:
+    """Why model.sft cannot warm-start the model directory `init` (None if it can, or if nothing is
+    warm-started), naming model.sft. The warm start trains the assistant's turns only (ewa.init.sft: TRL's
+    assistant_only_loss, not the prompts nor the tool outputs between turns), so TRL needs the chat template's
+    {% generation %} markers: it brings a training version of the templates it knows (Qwen2.5's, Llama 3's,
+    ...) and refuses any other, after the traces were built. This is TRL's own check
+    (trl.chat_template_utils.get_training_chat_template), on the tokenizer files alone. ewa refuses rather than
+    train the whole sequence instead: that would teach the model to write the prompts and the sandbox's
+    replies too, a different warm start from the one the config asks for. staged_ok: as for `refusal`."""
+    if init == "tiny" or not sft["steps"]:
+        return None
+    from ewa.chat import TOKENIZER_FILES
+
+    path = Path(init)
+    if staged_ok and not any((path / f).is_file() for f in TOKENIZER_FILES):
+        return None
+    try:
+        tokenizer = read_tokenizer(path)
+    except (ValueError, OSError) as e:
+        return Refusal("model.init", first_line(e).removeprefix("--model "))
+    from trl.chat_template_utils import get_training_chat_template
+
+    try:
+        get_training_chat_template(tokenizer)
+    except (ValueError, TypeError):
+        return Refusal("model.sft", f"model.init {init}: its chat template has no {{% generation %}} markers and TRL "
+                       f"ships no training version of it, so the warm start ({sft['steps']} steps), which trains "
+                       f"the assistant's turns only, cannot mask its loss (TRL: not training-compatible)", SFT_FIX)
     return None

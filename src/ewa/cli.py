@@ -34,9 +34,10 @@ COMMANDS = {
     "plan": ("ewa.plan.cli", "GPUs, memory per GPU, hours and disk of every rule on a profile, before queueing"),
     "preflight": ("ewa.preflight", "check this node before queueing: sandbox, judge interpreter, GPU stack, free disk"),
     "gpu-check": ("ewa.gpucheck.cli", "a new GPU node's first check: merge, sampling, judge, GRPO, memory vs plan"),
+    "stage": ("ewa.stage", "on a login node: download a config's Hugging Face models and data into the cache, pinned"),
 }
 # Commands that read a whole experiment (--configfile) rather than a stage's slice (--config).
-WHOLE_EXPERIMENT = {"plan"}
+WHOLE_EXPERIMENT = {"plan", "stage"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -226,8 +226,11 @@ def load(path: str | Path) -> dict:
 
 def from_arg(text: str | None) -> dict:
     """`--config`: inline JSON or a YAML/JSON file holding the config, or the slice of it a stage reads.
-    Validated (one line naming the key), every default filled; absent, the defaults."""
-    return validate(read_arg(text), partial=True)
+    Validated (one line naming the key), every default filled; absent, the defaults. A data input that names
+    a Hugging Face dataset comes as its local path in the cache (ewa.hub.localize_inputs)."""
+    from ewa.hub import localize_inputs
+
+    return localize_inputs(validate(read_arg(text), partial=True))
 
 
 def read_arg(text: str | None) -> dict:

@@ -211,9 +211,13 @@ def code_version() -> dict:
 
 def provenance(config: dict | None = None, **extra) -> dict:
     """The record every output carries: versions, the code's commit, the experiment it belongs to (the
-    config's sha256, when the workflow runs it), the config that made it, and anything step-specific."""
+    config's sha256, when the workflow runs it), the config that made it, the Hugging Face references it read
+    at their commits (ewa.hub; only when there are any), and anything step-specific."""
+    from ewa.hub import resolved_here
+
+    hub = {"hub": resolved} if (resolved := resolved_here()) else {}
     return {"versions": versions(), "code": code_version(), "experiment_sha256": os.environ.get(EXPERIMENT_ENV),
-            "config": config, **extra}
+            "config": config, **hub, **extra}
 
 
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:

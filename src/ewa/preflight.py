@@ -1,9 +1,10 @@
 """`ewa preflight`: what a node needs before hours of queueing, checked on that node. The sandbox end to
 end (a tiny program, then a containment probe), the judge's interpreter against the benchmarks' Python,
 the GPU stack where GPUs are asked for or visible (driver vs torch's CUDA, vLLM, DeepSpeed's CPU Adam under
-optimizer offload), the settings asked of the model's chat template (ewa.capabilities) and free disk against
-`ewa plan`. Each failure is one line naming the node, the check and the fix; any failure exits 2 (warnings
-do not). The workflow runs it first on every partition (rules/preflight.smk)."""
+optimizer offload), the config's Hugging Face names in this node's cache (ewa.hub), the settings and the warm
+start asked of the model's chat template (ewa.capabilities) and free disk against `ewa plan`. Each failure is
+one line naming the node, the check and the fix; any failure exits 2 (warnings do not). The workflow runs it
+first on every partition (rules/preflight.smk)."""
 from __future__ import annotations
 
 import argparse
@@ -394,25 +395,45 @@ def disk_check(configfile: str | None, profile: str | None, results: Path) -> Ch
 
 
 # -- the model --------------------------------------------------------------------------------------
+def hub_check(whole: dict, configfile: str | None) -> tuple[Check, dict | None]:
+    """The config's Hugging Face references (ewa.hub) in this node's cache, whole, as its jobs read them
+    offline; and the config with each as its local path (None when one is missing)."""
+    from ewa.hub import cache_dir, localized, references, resolve_config, stage_command
+
+    try:
+        if not references(whole):
+            return Check("hub cache", "skipped", "the config names no Hugging Face repository"), whole
+        resolved = resolve_config(whole, configfile=configfile)
+    except UserError as e:
+        return Check("hub cache", "failed", str(e), f"run {stage_command(configfile)} on a node with network and "
+                     f"set HF_HOME here to the cache it staged into"), None
+    staged = ", ".join(f"{r.ref.uri(r.commit[:12])}" for r in resolved.values())
+    return (Check("hub cache", "ok", f"{staged} in {cache_dir()}", data={k: r.record() for k, r in resolved.items()}),
+            localized(whole, resolved))
+
+
 def chat_template_check(whole: dict) -> Check:
-    """The settings asked for against the model's chat template (ewa.capabilities, what the workflow
-    refuses at plan time), read on this node: the model directory must be there too."""
-    from ewa.capabilities import refusal
+    """The settings asked for against the model's chat template, and a warm start (model.sft) against its
+    generation markers (ewa.capabilities, what the workflow refuses at plan time), read on this node: the
+    model directory must be there too."""
+    from ewa.capabilities import refusal, warm_start_refusal
 
     init, settings = whole["model"]["init"], whole["sample"]["settings"]
     if init == "tiny":
         return Check("chat template", "skipped", "the tiny init's template is the pipeline's own (built by ewa init)")
-    if refused := refusal(init, settings, whole["sample"]):
+    if refused := refusal(init, settings, whole["sample"]) or warm_start_refusal(init, whole["model"]["sft"]):
         return Check("chat template", "failed", f"key '{refused.key}': {refused.why}",
                      refused.fix or "point model.init at a Hugging Face model directory readable on this node")
-    return Check("chat template", "ok", f"{init} renders and parses {', '.join(settings)}")
+    sft = " and can train the warm start (model.sft)" if whole["model"]["sft"]["steps"] else ""
+    return Check("chat template", "ok", f"{init} renders and parses {', '.join(settings)}{sft}")
 
 
 # -- the command ------------------------------------------------------------------------------------
 def add_preflight_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--configfile", metavar="FILE",
                    help="the whole experiment, read as ewa plan reads it: the disk peak, the datasets' Python, "
-                        "whether vLLM runs (default: --config when it names a file)")
+                        "whether vLLM runs; alone, also the sandbox it checks, as with --config FILE (default: "
+                        "--config when it names a file)")
     p.add_argument("--profile", metavar="DIR", help="the Snakemake profile, for the plan's disk figure")
     p.add_argument("--gpus", type=int, default=0, help="GPUs this job asks for; with 0 and none visible the GPU "
                                                        "checks are skipped")
@@ -427,13 +448,18 @@ def preflight(args: argparse.Namespace, config: dict) -> int:
     node = socket.gethostname()
     configfile = args.configfile or (args.config if args.config and os.path.isfile(args.config) else None)
     whole = load(configfile) if configfile else config
+    if args.configfile and not args.config:  # `--configfile FILE` alone: that file's sandbox, as `--config FILE`
+        config = whole
     results = Path(args.results)
     probe_root = Path(args.out).absolute().parent if args.out else (results if results.is_dir() else Path.cwd())
     probe_root.mkdir(parents=True, exist_ok=True)
     checks, judge = sandbox_checks(config["sandbox"], whole, probe_root)
     gpu, gpu_versions = gpu_checks(args.gpus, config["grpo"]["accelerate_config"], needs_vllm(whole))
     checks += gpu
-    checks.append(chat_template_check(whole))
+    hub, local = hub_check(whole, configfile)
+    checks.append(hub)
+    checks.append(chat_template_check(local) if local is not None else
+                  Check("chat template", "skipped", "the model is not in this node's Hugging Face cache"))
     checks.append(disk_check(configfile, args.profile, results))
     for c in checks:
         print(c.line(node), file=sys.stderr if c.status in ("failed", "warning") else sys.stdout)

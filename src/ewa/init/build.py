@@ -1,15 +1,19 @@
 """The shared initial model every regime's GRPO run starts from: the tiny Qwen2 built and SFT-warm-started
-here, or a local Hugging Face model directory (validated, linked, optionally SFT'd)."""
+here, or a Hugging Face model directory, local or from the cache by its hub name (validated, copied,
+optionally SFT'd)."""
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
 import shutil
+import time
 from collections import Counter
 from pathlib import Path
 
 from ewa.checkpoint import check_loadable, check_loaded, check_model_dir
+from ewa.errors import UserError
 from ewa.init import PROVENANCE_FILE
 from ewa.io import atomic_path, exclusive_output, provenance, sha256_file, write_json
 from ewa.problems import Problem, read_problems
@@ -76,22 +80,54 @@ def build_tiny(model: dict, problems: list[Problem], out: Path, seed: int, sandb
     return summary
 
 
-def link_or_copy(src: Path, dst: Path) -> None:
-    """Hard-link the files of a (possibly huge) model directory; copy where links are not possible."""
-    def link(s, d):
+# linux/fs.h FICLONE, _IOW(0x94, 9, int): make the destination share the source's extents, copy-on-write.
+FICLONE = 0x40049409
+
+
+def clone_file(src: str | os.PathLike, dst: str | os.PathLike) -> str:
+    """`dst`, a file of its own (its own inode) with the bytes of `src` (a symlink followed, as the Hugging Face
+    cache's snapshots are): a copy-on-write reflink where the filesystem has one (Btrfs, XFS, ZFS 2.2+: no
+    new bytes, instant), else copy_file_range (in the kernel; server-side on NFS 4.2), else a plain copy.
+    Never a hard link: a tool that later rewrites one of the user's files in place (truncate and write) would
+    change the run's init as well. Returns "reflink" or "copy"."""
+    with open(src, "rb") as fin, open(dst, "wb") as fout:
         try:
-            os.link(s, d)
-        except OSError:
-            shutil.copy2(s, d)
-    shutil.copytree(src, dst, copy_function=link, dirs_exist_ok=True)
+            fcntl.ioctl(fout.fileno(), FICLONE, fin.fileno())
+            method = "reflink"
+        except OSError:  # EOPNOTSUPP, EXDEV (another filesystem), EINVAL, ENOTTY ...
+            method = "copy"
+            left = os.fstat(fin.fileno()).st_size
+            try:
+                while left > 0 and (n := os.copy_file_range(fin.fileno(), fout.fileno(), min(left, 1 << 30))):
+                    left -= n
+            except OSError:  # not in this kernel or sandbox: go on from where it stopped
+                pass
+            shutil.copyfileobj(fin, fout, 1 << 24)
+    shutil.copystat(src, dst)
+    return method
+
+
+def copy_model(src: Path, dst: Path) -> dict:
+    """The model directory `src` copied file by file (clone_file), and how: method, files, bytes, seconds."""
+    start, methods, sizes = time.monotonic(), [], []
+
+    def clone(s, d):
+        methods.append(clone_file(s, d))
+        sizes.append(os.path.getsize(d))
+        return d
+    shutil.copytree(src, dst, copy_function=clone, dirs_exist_ok=True)
+    method = methods[0] if len(set(methods)) == 1 else "mixed" if methods else "none"
+    return {"method": method, "files": len(methods), "bytes": sum(sizes), "seconds": round(time.monotonic() - start, 2)}
 
 
 def adopt_hf(path: Path, model: dict, problems: list[Problem], out: Path, seed: int, sandbox: dict) -> dict:
     sft = model["sft"]
     if not sft["steps"]:  # the default for a model directory: its weights are the user's, used as they are
         log.info("%s: used as it is (model.sft.steps 0: no warm start)", path)
-        link_or_copy(path, out)
-        return {"source": str(path.resolve())}
+        copied = copy_model(path, out)
+        log.info("%s: %d files, %.2f GB copied (%s) in %.1f s", path, copied["files"], copied["bytes"] / 1e9,
+                 copied["method"], copied["seconds"])
+        return {"source": str(path.resolve()), "copied": copied}
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -113,10 +149,19 @@ def build_init(model: dict, problems_path: str | os.PathLike, out: str | os.Path
                sandbox: dict) -> dict:
     """Write the shared init (the validated `model` section) to `out` atomically; returns its provenance.
     `sandbox` (the config's validated section) runs the tools and agentic SFT traces' programs."""
+    from ewa.hub import local_model, note
+
     init = model["init"]
-    source = None if init == "tiny" else check_model_dir(init)  # bad input fails before any work
+    local, resolved = (init, None) if init == "tiny" else local_model(init)  # a hub name: its snapshot in the cache
+    if resolved is not None:
+        note(resolved)  # the provenance record names the reference and its commit
+    source = None if init == "tiny" else check_model_dir(local)  # bad input fails before any work
     if source is not None:
-        check_loadable(source, "--init")  # linked or fine-tuned, it must load whole
+        check_loadable(source, "--init")  # copied or fine-tuned, it must load whole
+        from ewa.capabilities import warm_start_refusal
+
+        if refused := warm_start_refusal(str(source), model["sft"]):  # before the traces, not inside TRL after
+            raise UserError(refused.line())
     problems = read_problems(problems_path)
     with exclusive_output(out, what="ewa init"), atomic_path(out) as tmp:
         tmp.mkdir()

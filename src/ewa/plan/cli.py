@@ -92,7 +92,14 @@ def plan_inputs(args: argparse.Namespace):
     if args.families:
         config = with_families(config, args.families)
     profile = load_profile(args.profile)
-    arch = architecture(config["model"], args.model_config)
+    model_config = args.model_config
+    if not model_config:  # a hub name: its config.json in the cache, staged with the weights or without them
+        from ewa.hub import pinned, resolve_config
+
+        resolved = resolve_config(config, configfile=args.configfile, metadata_only=True, data=False)
+        config = pinned(config, resolved)
+        model_config = resolved["model.init"].local if "model.init" in resolved else None
+    arch = architecture(config["model"], model_config)
     given = given_problems(args.problems, config["benchmarks"])
     benchmarks = [workload.benchmark(name, entry, config["seed"], given)
                   for name, entry in config["benchmarks"].items()]

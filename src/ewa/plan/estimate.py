@@ -22,12 +22,13 @@ def init_plan(i: Inputs) -> RulePlan:
     warm_start = not tiny and sft["steps"] > 0
     # tiny, and a warm start of a model directory, save fp32 (ewa.init.build); a linked model is as published
     size = i.arch.weight_bytes(4 if tiny or warm_start else BF16)
-    hours = round(size / (speed.FS_GB_S * GB) / 3600, 2)  # a copy; hard links take no time
+    hours = round(size / (speed.FS_GB_S * GB) / 3600, 2)  # a copy; a reflink takes no time
     plan = RulePlan("init", 1, res.gpus, res.gpu_mem_gb, disk_gb=gb(size), hours=hours)
     if warm_start:
         warm_start_plan(i, plan)
     elif not tiny:
-        plan.details.append(f"hard-links {model['init']} (no new bytes on the same filesystem; a copy otherwise)")
+        plan.details.append(f"copies {model['init']} into results/ (a reflink where the filesystem has one: no new "
+                            f"bytes; else a copy, never a hard link the model's files could be changed through)")
     return plan
 
 
