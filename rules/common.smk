@@ -18,6 +18,7 @@ from ewa.config import ConfigError, validate
 from ewa.data import input_error, verifies
 from ewa.families import INIT, POINT_TAG_PATTERN, family_spec, merge_plan, model_points
 from ewa.io import EXPERIMENT_ENV
+from ewa import trackers
 
 try:
     config = validate(config)
@@ -49,6 +50,9 @@ def local_path_error(config):
 
 if path_error := local_path_error(config):
     raise WorkflowError(path_error)
+# A tracker (grpo.report_to, model.sft.report_to) that is not installed is refused now, not in the job.
+if tracker_error := trackers.config_error(config):
+    raise WorkflowError(tracker_error)
 # A setting the model's chat template cannot render or parse is refused now, not after hours of training
 # (ewa.capabilities reads its tokenizer files; a directory without them yet is left to the jobs, and to the
 # preflight). Jobs parse the workflow again: the run checked it already.
