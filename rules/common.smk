@@ -405,6 +405,7 @@ def seed_targets(seed):
     tables = expand("results/seed{seed}/frontier/{benchmark}/{setting}/frontier.csv", seed=seed,
                     benchmark=BENCHMARKS, setting=SETTINGS)
     tables.append(f"results/seed{seed}/report/front.rst")
+    tables.append(f"results/seed{seed}/training/training.csv")  # the training figures (rule training)
     tables += expand("results/seed{seed}/approaches/{benchmark}/{setting}/approaches.csv", seed=seed,
                      benchmark=BENCHMARKS, setting=SETTINGS)
     if ENDPOINTS:
