@@ -99,3 +99,33 @@ def test_training_figures_refuse_a_directory_without_metrics(tmp_path, capsys):
     assert main(["training", "--checkpoints", f"low={tmp_path / 'low'}", "--out-dir", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"ewa training: error: --checkpoints low: {tmp_path / 'low'} has no metrics.csv (not a checkpoint of ewa train)"
+
+
+def job(rule, state="pending", **progress):
+    from ewa.status import Job
+
+    return Job(rule, [f"results/{rule}/{len(progress)}"], None, state != "done", state=state,
+               progress={"state": progress.pop("file_state", "running"), **progress} if progress else None)
+
+
+def test_status_eta_is_measured_time_else_the_plan_scaled_by_what_was_measured():
+    """Train: one finished job took 400 s (its plan says 200); one runs with 100 s left, one with 200 s.
+    Sample: running jobs project 60 s a job (plan 30): the plan is 2x optimistic, so evaluate's planned 50 s
+    becomes 100 s. Frontier has neither: left out, and named."""
+    from ewa.status import eta, measured_per_job
+
+    jobs = [job("init", "done"), job("train", "done", file_state="done", elapsed_s=400.0),
+            job("train", "running", elapsed_s=50.0, eta_s=100.0), job("train", "running", elapsed_s=20.0, eta_s=200.0),
+            job("sample", "running", elapsed_s=40.0, eta_s=20.0), *[job("sample") for _ in range(3)],
+            job("evaluate"), job("evaluate"), job("frontier")]
+    measured = measured_per_job(jobs)
+    assert measured == {"train": 400.0, "sample": 60.0}
+    planned = {"train": 200.0, "sample": 30.0, "evaluate": 50.0}
+    est = eta(jobs, measured, planned)
+    assert est.correction == 2.0 and est.per_job_s["evaluate"] == 100.0 and est.source["evaluate"] == "plan x2"
+    assert est.slots == 3 and est.unknown == {"frontier": 1}
+    left = 100 + 200 + 20 + 3 * 60 + 2 * 100  # running jobs' own ETAs, then pending jobs' time per job
+    assert est.eta_s == pytest.approx(left / 3)
+    assert eta(jobs, measured, planned, slots=1).eta_s == pytest.approx(left)
+    assert eta(jobs, measured, planned, slots=100).eta_s == 200.0  # never before the longest running job ends
+    assert eta([job("frontier")], {}, {}).eta_s is None  # nothing to go by

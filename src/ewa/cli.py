@@ -37,7 +37,7 @@ COMMANDS = {
     "gpu-check": ("ewa.gpucheck.cli", "a new GPU node's first check: merge, sampling, judge, GRPO, memory vs plan"),
 }
 # Commands that read a whole experiment (--configfile) rather than a stage's slice (--config).
-WHOLE_EXPERIMENT = {"plan"}
+WHOLE_EXPERIMENT = {"plan", "status"}
 
 
 def main(argv: list[str] | None = None) -> int:

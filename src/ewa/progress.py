@@ -321,7 +321,7 @@ def trainer_callback(progress: Progress, describe: Callable[[dict, int, int], st
                 return
             numbers = {k: v for k, v in logs.items() if isinstance(v, (int, float))}
             text = describe(numbers, state.global_step, state.max_steps)
-            progress.update(done=state.global_step, total=state.max_steps, info={"last": numbers},
+            progress.update(done=state.global_step, total=state.max_steps, info={"last": numbers, "line": text},
                             line=f"{progress.label}: {text}{timing(progress)}")
 
         def on_step_end(self, args, state, control, **kwargs):
