@@ -338,6 +338,18 @@ def timing(progress: Progress) -> str:
     return f" | {number(rate)} {progress.unit}/s, ETA {duration(progress.eta())}"
 
 
+def quiet_bars() -> None:
+    """No tqdm bars from `datasets` and `transformers` (tokenizing rows, loading and writing weights): in a
+    log file they are long lines of carriage returns, and the job's own lines say how far it is."""
+    import importlib
+
+    for module in ("datasets.utils.logging", "transformers.utils.logging"):
+        try:
+            importlib.import_module(module).disable_progress_bar()
+        except ImportError:
+            pass
+
+
 def quiet_trainer(trainer) -> None:
     """Remove transformers' printing of raw log dictionaries and its tqdm bar (the progress callback says
     the same in one line per logging step)."""

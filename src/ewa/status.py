@@ -176,6 +176,29 @@ def locked(root: Path) -> bool:
     return locks.is_dir() and any(locks.iterdir())
 
 
+def snakemake_here(root: Path) -> bool:
+    """Whether a Snakemake process on this host works in `root` (its main process: cwd or --directory)."""
+    import psutil
+
+    for proc in psutil.process_iter(["cmdline", "cwd"]):
+        try:
+            cmdline = proc.info["cmdline"] or []
+            if not any("snakemake" in Path(part).name for part in cmdline[:3]) or "-n" in cmdline:
+                continue
+            where = Path(cmdline[cmdline.index("--directory") + 1]) if "--directory" in cmdline else proc.info["cwd"]
+            if where and Path(where).resolve() == root:
+                return True
+        except (psutil.Error, OSError, ValueError, IndexError):
+            continue
+    return False
+
+
+def recent_snakemake_log(root: Path, now: float, within_s: float) -> bool:
+    """Whether Snakemake's newest run log in `root` was written to within `within_s` (a run on another host)."""
+    logs = list((root / ".snakemake" / "log").glob("*.snakemake.log"))
+    return bool(logs) and now - max(p.stat().st_mtime for p in logs) <= within_s
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -335,8 +358,10 @@ def status(root: Path, configfile: str | None = None, profile: str | None = None
     jobs = dag_jobs(root, snakefile, configfile, profile, targets or [])
     records, incomplete = progress_files(root), incomplete_outputs(root)
     mark_done(jobs, root, incomplete)
-    # a run holds the directory and one of its jobs is alive (a killed run leaves its lock behind)
-    in_flight = locked(root) and any(liveness(r, now, stale_s)[0] == RUNNING for r in records.values())
+    # a run holds the directory (a killed run leaves its lock behind): one of its jobs is alive, its Snakemake
+    # runs on this host, or wrote its log lately
+    in_flight = locked(root) and (any(liveness(r, now, stale_s)[0] == RUNNING for r in records.values())
+                                  or snakemake_here(root) or recent_snakemake_log(root, now, stale_s))
     classify(jobs, records, incomplete, in_flight, now, stale_s)
     config_path = Path(configfile) if configfile else root / "config.yaml"
     measured = measured_per_job(jobs)

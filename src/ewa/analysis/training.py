@@ -101,8 +101,11 @@ def plot_regime(regime: str, metrics: pd.DataFrame, out: Path, seed: int | None 
     ax.plot(steps, metrics["completion_length"], "o-", ms=3, color="tab:brown")
     ax.set_title("completion length (tokens, mean)")
     ax.set_xlabel("GRPO step")
+    from matplotlib.ticker import MaxNLocator
+
     for a in axes.flat:
         a.spines[["top", "right"]].set_visible(False)
+        a.xaxis.set_major_locator(MaxNLocator(integer=True))
     where = f"seed {seed}, " if seed is not None else ""
     fig.suptitle(f"GRPO, regime {regime} ({where}{len(metrics)} steps)")
     fig.tight_layout()

@@ -81,6 +81,7 @@ def run_sft(model, tokenizer, examples: list[dict], settings: dict, seed: int, h
             dataloader_num_workers=0,
             dataset_num_proc=None,
         )
+        progress.quiet_bars()
         meter = progress.current()  # the init job's
         callbacks = [progress.trainer_callback(meter, describe_step)] if meter else []
         trainer = SFTTrainer(model=model, args=config, train_dataset=dataset, processing_class=tokenizer,

@@ -100,6 +100,10 @@ def sample_file(problems: list[Problem], setting_name: str, config: SampleConfig
         done = {pid: recs for pid, recs in read_partial(partial, expect, config.n, inputs).items() if pid in ids}
         resumed = bool(done)
         meter = sample_progress(out, problems, done) if progress else None
+        if meter is not None:
+            from ewa.progress import quiet_bars
+
+            quiet_bars()  # the backend's weight loading: the job's own lines say how far it is
         try:
             with meter or contextlib.nullcontext():  # done once the output is published
                 backend_info, sandbox_info = sample_into(

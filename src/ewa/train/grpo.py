@@ -17,7 +17,7 @@ from ewa.errors import UserError
 from ewa.init import PROVENANCE_FILE
 from ewa.io import atomic_path, exclusive_output, provenance, sha256_file, write_json
 from ewa.problems import Problem, read_problems
-from ewa.progress import Progress, quiet_trainer, trainer_callback
+from ewa.progress import Progress, quiet_bars, quiet_trainer, trainer_callback
 from ewa.runtime import checkpointing_arg, compute_record
 from ewa.tiers import TierError, regime_tests
 from ewa.trackers import point_tensorboard, tensorboard_dir
@@ -299,6 +299,7 @@ def train_regime(init: str | os.PathLike, problems_path: str | os.PathLike, regi
                 log.info("resuming from %s", resume)
             from ewa.train.outcome import no_signal_callback  # one line when step 1's groups (the init's) never mix
 
+            quiet_bars()
             callbacks = [no_signal_callback(regime["name"])] + ([trainer_callback(meter, describe_step)] if meter else [])
             trainer = GRPOTrainer(model=str(init), reward_funcs=reward,
                                   args=grpo_config(s, work, grpo_seed(seed, regime), world_size,
