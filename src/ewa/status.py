@@ -84,7 +84,7 @@ def dag_jobs(root: Path, snakefile: Path, configfile: str | None, profile: str |
     """Every job of the run's DAG, done or not, from Snakemake's own dry run of it (`snakemake -n
     --forceall`: rule, inputs, outputs and log of each job). It locks nothing: a run may hold the directory."""
     cmd = [sys.executable, "-m", "snakemake", "-n", "--forceall", "--snakefile", str(snakefile),
-           "--directory", str(root), "--cores", "1", "--nolock"]
+           "--directory", str(root), "--cores", "1", "--nolock", "--ignore-incomplete"]
     if configfile:
         cmd += ["--configfile", str(Path(configfile).resolve())]
     if profile:
@@ -191,12 +191,6 @@ def snakemake_here(root: Path) -> bool:
         except (psutil.Error, OSError, ValueError, IndexError):
             continue
     return False
-
-
-def recent_snakemake_log(root: Path, now: float, within_s: float) -> bool:
-    """Whether Snakemake's newest run log in `root` was written to within `within_s` (a run on another host)."""
-    logs = list((root / ".snakemake" / "log").glob("*.snakemake.log"))
-    return bool(logs) and now - max(p.stat().st_mtime for p in logs) <= within_s
 
 
 def pid_alive(pid: int) -> bool:
@@ -340,7 +334,7 @@ def running_line(job: Job) -> str:
         rates = ", ".join(f"{number(v)} {k}" for k, v in (p.get("rates") or {}).items() if v)
         text = f"{p.get('done', 0)}{total} {p.get('unit', '')}{share}" + (f" | {rates}" if rates else "")
     else:
-        text = "no progress file (a short job)"
+        text = "no progress file yet (or a job that keeps none)"
     when = f"{duration(p.get('elapsed_s'))} in" if p else ""
     eta_text = f"ETA {duration(job.remaining_s)}" if job.remaining_s is not None else "ETA ?"
     return f"{text} | {when + ', ' if when else ''}{eta_text}"
@@ -358,10 +352,10 @@ def status(root: Path, configfile: str | None = None, profile: str | None = None
     jobs = dag_jobs(root, snakefile, configfile, profile, targets or [])
     records, incomplete = progress_files(root), incomplete_outputs(root)
     mark_done(jobs, root, incomplete)
-    # a run holds the directory (a killed run leaves its lock behind): one of its jobs is alive, its Snakemake
-    # runs on this host, or wrote its log lately
+    # a run holds the directory (a killed run leaves its lock behind): one of its jobs is alive, or its
+    # Snakemake runs on this host
     in_flight = locked(root) and (any(liveness(r, now, stale_s)[0] == RUNNING for r in records.values())
-                                  or snakemake_here(root) or recent_snakemake_log(root, now, stale_s))
+                                  or snakemake_here(root))
     classify(jobs, records, incomplete, in_flight, now, stale_s)
     config_path = Path(configfile) if configfile else root / "config.yaml"
     measured = measured_per_job(jobs)
@@ -413,12 +407,14 @@ def render(s: dict) -> str:
         sources = "; ".join(f"{rule} {duration(sec)} ({e['source'][rule]})" for rule, sec in e["per_job_s"].items()
                             if sec is not None)
         unknown = ", ".join(f"{rule} ({n})" for rule, n in e["without_estimate"].items())
-        lines.append(f"ETA: {duration(s['eta_s'])} for {s['jobs_left']} jobs left, {e['slots']} at a time"
+        uncounted = sum(e["without_estimate"].values())
+        counted = f"{s['jobs_left'] - uncounted} of {s['jobs_left']}" if uncounted else f"{s['jobs_left']}"
+        lines.append(f"ETA: {duration(s['eta_s'])} for {counted} jobs left, {e['slots']} at a time"
                      + ("" if s["state"] == "running" else " (nothing runs now: the time once the run is restarted)"))
         if sources:
             lines.append(f"  per job: {sources}")
         if unknown:
-            lines.append(f"  not counted, no time measured or planned yet: {unknown}")
+            lines.append(f"  not counted (no time measured or planned yet): {unknown}")
     return "\n".join(lines)
 
 
