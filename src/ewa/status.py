@@ -125,7 +125,7 @@ def parse_dry_run(text: str) -> list["Job"]:
     return jobs
 
 
-def mark_done(jobs: list["Job"], root: Path, incomplete: set[str]) -> None:
+def mark_done(jobs: list["Job"], root: Path, incomplete: dict[str, float]) -> None:
     """A job is done when every output exists and none is marked incomplete; or, outputs gone, when every job
     that reads one is done (a temporary output Snakemake deleted once used, as merged models)."""
     for job in jobs:
@@ -155,19 +155,31 @@ def progress_files(root: Path) -> dict[str, dict]:
     return found
 
 
-def incomplete_outputs(root: Path) -> set[str]:
-    """Outputs Snakemake marked incomplete: jobs a run started and did not finish (running, or killed)."""
+def incomplete_outputs(root: Path) -> dict[str, float]:
+    """Outputs Snakemake marked incomplete, with when: jobs a run started and did not finish (running, or
+    killed)."""
     base = root / ".snakemake" / "incomplete"
-    found = set()
+    found = {}
     if base.is_dir():
         for path in base.rglob("*"):
             if path.is_file() and path.name != "migration_underway":
                 b64 = "".join(part.removeprefix("@") for part in path.relative_to(base).parts)
                 try:
-                    found.add(base64.urlsafe_b64decode(b64.encode()).decode())
-                except (ValueError, UnicodeDecodeError):
+                    found[base64.urlsafe_b64decode(b64.encode()).decode()] = path.stat().st_mtime
+                except (ValueError, UnicodeDecodeError, OSError):
                     continue
     return found
+
+
+def last_run_start(root: Path) -> float:
+    """When the newest Snakemake run in `root` started (its log's name is its start time); 0 without one."""
+    starts = []
+    for log in (root / ".snakemake" / "log").glob("*.snakemake.log"):
+        try:
+            starts.append(time.mktime(time.strptime(log.name.split(".")[0], "%Y-%m-%dT%H%M%S")))
+        except ValueError:
+            continue
+    return max(starts, default=0.0)
 
 
 def locked(root: Path) -> bool:
@@ -218,9 +230,10 @@ def liveness(record: dict, now: float, stale_s: float = STALE_S) -> tuple[str, s
     return RUNNING, None
 
 
-def classify(jobs: list[Job], records: dict[str, dict], incomplete: set[str], in_flight: bool, now: float,
-             stale_s: float = STALE_S) -> None:
-    """Each job's state from what Snakemake would build, its progress file and Snakemake's markers."""
+def classify(jobs: list[Job], records: dict[str, dict], incomplete: dict[str, float], in_flight: bool, now: float,
+             stale_s: float = STALE_S, run_start: float = 0.0) -> None:
+    """Each job's state from what Snakemake would build, its progress file and Snakemake's markers (a marker
+    from before the run in flight started is a job an earlier run left: killed, to be run again)."""
     for job in jobs:
         record = next((records[o] for o in job.outputs if o in records), None)
         job.progress = record
@@ -232,9 +245,11 @@ def classify(jobs: list[Job], records: dict[str, dict], incomplete: set[str], in
             if state in (RUNNING, FAILED, KILLED):
                 job.state, job.why = state, why
                 continue
-        if any(o in incomplete for o in job.outputs):
-            job.state = RUNNING if in_flight else KILLED
-            job.why = None if in_flight else "started by a run that ended without finishing it (Snakemake's incomplete marker)"
+        marks = [incomplete[o] for o in job.outputs if o in incomplete]
+        if marks:
+            now_running = in_flight and max(marks) >= run_start - 1
+            job.state = RUNNING if now_running else KILLED
+            job.why = None if now_running else "started by a run that ended without finishing it (Snakemake's incomplete marker)"
 
 
 def measured_per_job(jobs: list[Job]) -> dict[str, float]:
@@ -356,7 +371,7 @@ def status(root: Path, configfile: str | None = None, profile: str | None = None
     # Snakemake runs on this host
     in_flight = locked(root) and (any(liveness(r, now, stale_s)[0] == RUNNING for r in records.values())
                                   or snakemake_here(root))
-    classify(jobs, records, incomplete, in_flight, now, stale_s)
+    classify(jobs, records, incomplete, in_flight, now, stale_s, last_run_start(root))
     config_path = Path(configfile) if configfile else root / "config.yaml"
     measured = measured_per_job(jobs)
     # the plan (seconds to build for the bundled problem sets) only where a rule left has no measured time
