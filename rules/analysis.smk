@@ -166,6 +166,10 @@ rule front_page:
 # (reward, groups without spread, the rollouts' verdict mix, KL, completion length), and the init's warm-start
 # loss (sft_metrics.csv in the init) when the config has one; training.csv is what the seeds' figure reads.
 WARM_START = config["model"]["sft"]["steps"] > 0
+# Only the regimes the run trains anyway: the merge's endpoints and the sources of merge.families' points (a
+# paper config lists four regimes and trains two); the figures never make a GRPO run of their own.
+TRAINED = {config["merge"]["low"], config["merge"]["high"], *(s for p in POINTS.values() for s in p.sources)}
+TRAINED_REGIMES = [r for r in REGIMES if r in TRAINED]
 
 
 def training_config(wildcards):
@@ -173,8 +177,8 @@ def training_config(wildcards):
 
 
 def training_checkpoint_args(wildcards, input):
-    """`REGIME=DIR` per regime (REGIMES and the checkpoints are in the same order)."""
-    return " ".join(f"{r}={d}" for r, d in zip(REGIMES, input.checkpoints, strict=True))
+    """`REGIME=DIR` per trained regime (TRAINED_REGIMES and the checkpoints are in the same order)."""
+    return " ".join(f"{r}={d}" for r, d in zip(TRAINED_REGIMES, input.checkpoints, strict=True))
 
 
 def training_init_arg(wildcards, input):
@@ -188,12 +192,12 @@ def science_training_args(wildcards, input):
 
 rule training:
     input:
-        checkpoints=expand("results/seed{{seed}}/checkpoints/{regime}", regime=REGIMES),
+        checkpoints=expand("results/seed{{seed}}/checkpoints/{regime}", regime=TRAINED_REGIMES),
         init=train_init,
     output:
         table="results/seed{seed}/training/training.csv",
         figures=[report(f"results/seed{{seed}}/training/{regime}.png", caption="../report/training.rst",
-                        category="Training", subcategory="seed {seed}") for regime in REGIMES],
+                        category="Training", subcategory="seed {seed}") for regime in TRAINED_REGIMES],
         sft=[report("results/seed{seed}/training/sft.png", caption="../report/training_sft.rst", category="Training",
                     subcategory="seed {seed}")] if WARM_START else [],
     params:
