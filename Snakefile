@@ -44,3 +44,4 @@ rule science_init:
 rule science_all:
     input:
         expand("results/science/{benchmark}/{setting}/science.md", benchmark=BENCHMARKS, setting=SETTINGS),
+        "results/science/training/training.png",  # the training curves over the seeds

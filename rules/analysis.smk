@@ -160,3 +160,72 @@ rule front_page:
         "logs/seed{seed}/front_page.log",
     shell:
         "ewa front --config {params.config:q} --claims {params.claims} --out {output} > {log} 2>&1"
+
+
+# Training as it happened (ewa.analysis.training): per regime, the GRPO steps of its checkpoint's metrics.csv
+# (reward, groups without spread, the rollouts' verdict mix, KL, completion length), and the init's warm-start
+# loss (sft_metrics.csv in the init) when the config has one; training.csv is what the seeds' figure reads.
+WARM_START = config["model"]["sft"]["steps"] > 0
+# Only the regimes the run trains anyway: the merge's endpoints and the sources of merge.families' points (a
+# paper config lists four regimes and trains two); the figures never make a GRPO run of their own.
+TRAINED = {config["merge"]["low"], config["merge"]["high"], *(s for p in POINTS.values() for s in p.sources)}
+TRAINED_REGIMES = [r for r in REGIMES if r in TRAINED]
+
+
+def training_config(wildcards):
+    return job_config(wildcards)
+
+
+def training_checkpoint_args(wildcards, input):
+    """`REGIME=DIR` per trained regime (TRAINED_REGIMES and the checkpoints are in the same order)."""
+    return " ".join(f"{r}={d}" for r, d in zip(TRAINED_REGIMES, input.checkpoints, strict=True))
+
+
+def training_init_arg(wildcards, input):
+    return f"--init {input.init}" if WARM_START else ""
+
+
+def science_training_args(wildcards, input):
+    """`SEED=PATH` per science seed's training.csv."""
+    return " ".join(f"{s}={p}" for s, p in zip(config["science"]["seeds"], input, strict=True))
+
+
+rule training:
+    input:
+        checkpoints=expand("results/seed{{seed}}/checkpoints/{regime}", regime=TRAINED_REGIMES),
+        init=train_init,
+    output:
+        table="results/seed{seed}/training/training.csv",
+        figures=[report(f"results/seed{{seed}}/training/{regime}.png", caption="../report/training.rst",
+                        category="Training", subcategory="seed {seed}") for regime in TRAINED_REGIMES],
+        sft=[report("results/seed{seed}/training/sft.png", caption="../report/training_sft.rst", category="Training",
+                    subcategory="seed {seed}")] if WARM_START else [],
+    params:
+        config=training_config,
+        checkpoints=training_checkpoint_args,
+        init=training_init_arg,
+    conda:
+        "../envs/ewa.yaml"
+    log:
+        "logs/seed{seed}/training.log",
+    shell:
+        "ewa training --config {params.config:q} --checkpoints {params.checkpoints} {params.init} "
+        "--out-dir results/seed{wildcards.seed}/training > {log} 2>&1"
+
+
+# The same curves over the science seeds: median and the band from the lowest to the highest seed.
+rule science_training:
+    input:
+        expand("results/seed{seed}/training/training.csv", seed=config["science"]["seeds"]),
+    output:
+        report("results/science/training/training.png", caption="../report/science_training.rst", category="Training",
+               subcategory="seeds"),
+        "results/science/training/training.csv",
+    params:
+        tables=science_training_args,
+    conda:
+        "../envs/ewa.yaml"
+    log:
+        "logs/science/training.log",
+    shell:
+        "ewa training --tables {params.tables} --out-dir results/science/training > {log} 2>&1"

@@ -19,6 +19,7 @@ from ewa.data import input_error, verifies
 from ewa.families import INIT, POINT_TAG_PATTERN, family_spec, merge_plan, model_points
 from ewa.hub import HubError, localized, pinned, resolve_config
 from ewa.io import EXPERIMENT_ENV
+from ewa import trackers
 
 try:
     config = validate(config)
@@ -69,6 +70,9 @@ def local_path_error(config):
 LOCAL = localized(config, HUB)
 if path_error := local_path_error(LOCAL):
     raise WorkflowError(path_error)
+# A tracker (grpo.report_to, model.sft.report_to) that is not installed is refused now, not in the job.
+if tracker_error := trackers.config_error(config):
+    raise WorkflowError(tracker_error)
 # A setting the model's chat template cannot render or parse, or a warm start (model.sft) it cannot train, is
 # refused now, not after hours of training (ewa.capabilities reads its tokenizer files; a directory without
 # them yet is left to the jobs, and to the preflight). Jobs parse the workflow again: the run checked it already.
@@ -422,6 +426,7 @@ def seed_targets(seed):
     tables = expand("results/seed{seed}/frontier/{benchmark}/{setting}/frontier.csv", seed=seed,
                     benchmark=BENCHMARKS, setting=SETTINGS)
     tables.append(f"results/seed{seed}/report/front.rst")
+    tables.append(f"results/seed{seed}/training/training.csv")  # the training figures (rule training)
     tables += expand("results/seed{seed}/approaches/{benchmark}/{setting}/approaches.csv", seed=seed,
                      benchmark=BENCHMARKS, setting=SETTINGS)
     if ENDPOINTS:

@@ -229,3 +229,51 @@ def test_killed_mid_merge_sampling_and_evaluation_restarts_into_identical_result
     for name in mine:
         if name.startswith(tuple(f"{RUN}/{step}" for step in ("samples", "evals", "frontier"))):
             assert comparable(mine[name]) == comparable(reference[name]), name
+
+
+def ewa_status(workdir: Path, *args) -> dict:
+    """`ewa status --json` of a workflow directory, as a person runs it."""
+    r = subprocess.run(["ewa", "status", str(workdir), "--json", *args], env=workflow_env(), capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout)
+
+
+def test_status_of_a_finished_run_and_of_one_killed_while_sampling(finished, tmp_path):
+    """`ewa status` on the finished run: every job done, nothing running or failed. Then from its trained
+    state, a run killed with SIGKILL while a sample job runs: that job is named as killed, what it had done
+    is shown, training is done, and nothing is running."""
+    done = ewa_status(finished)
+    assert (done["state"], done["jobs_left"], done["running"], done["failed"]) == ("finished", 0, [], [])
+    assert {"train", "merge", "sample", "evaluate", "training"} <= set(done["rules"])
+    assert all(c["done"] == c["total"] for c in done["rules"].values())
+    wd = tmp_path / "wd"
+    shutil.copytree(finished, wd, symlinks=True)
+    for step in ("samples", "evals", "frontier", "claims", "approaches", "report"):
+        shutil.rmtree(wd / RUN / step, ignore_errors=True)
+    proc = subprocess.Popen(snakemake_cmd(), cwd=wd, env=workflow_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    progress = wd / "logs" / "progress" / "seed0" / "samples"
+    deadline = time.time() + 600
+    try:
+        while not any(json.loads(p.read_text() or "{}").get("state") == "running" for p in progress.rglob("*.json")):
+            assert proc.poll() is None and time.time() < deadline, "no sample job started"
+            time.sleep(0.05)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    for _ in range(10):  # a job in a worker (EWA_WORKER=1) ends a moment after the Snakemake that ran it
+        killed = ewa_status(wd, "--no-plan")
+        if not killed["running"]:
+            break
+        time.sleep(1)
+    assert killed["state"] == "stopped" and not killed["running"]
+    samples = [f for f in killed["failed"] if f["rule"] == "sample"]
+    assert samples and {f["state"] for f in samples} == {"killed"} and all(f["why"] for f in samples)
+    assert all("sample" in f["name"] and "alpha" in f["name"] for f in samples)
+    assert samples[0]["log"].startswith("logs/seed0/sample/alpha")
+    assert killed["rules"]["train"] == {"done": 2, "running": 0, "failed": 0, "pending": 0, "total": 2}
+    assert killed["rules"]["sample"]["done"] < killed["rules"]["sample"]["total"]
+    screen = subprocess.run(["ewa", "status", str(wd), "--no-plan"], env=workflow_env(), capture_output=True,
+                            text=True).stdout
+    assert "failed or killed:" in screen and samples[0]["name"] in screen

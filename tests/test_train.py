@@ -119,6 +119,34 @@ def test_grpo_run_writes_model_and_verdict_metrics(pico_init, problems_file, tmp
     assert not (out.parent / ".high.work").exists()  # checkpoints dropped once the final model is written
 
 
+def test_tensorboard_gets_the_reward_curve_and_the_log_one_line_per_step(pico_init, problems_file, tmp_path, capfd):
+    """`grpo.report_to: tensorboard`: TRL's own TensorBoard callback writes the run's scalars under
+    logs/tensorboard/ beside results/, named by seed and regime; the log has one readable line per step, no
+    raw dictionaries; the progress file ends done with the last step's reward and verdicts."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    out = tmp_path / "results" / "seed0" / "checkpoints" / "high"
+    settings = {**GRPO, "max_steps": 2, "report_to": "tensorboard"}
+    assert main(train_argv(pico_init, problems_file, out, settings=settings)) == 0
+    events = EventAccumulator(str(tmp_path / "logs" / "tensorboard" / "seed0" / "checkpoints" / "high"))
+    events.Reload()
+    metrics = pd.read_csv(out / "metrics.csv")
+    rewards = events.Scalars("train/reward")
+    assert [e.step for e in rewards] == [1, 2]
+    assert [e.value for e in rewards] == pytest.approx(list(metrics["reward"]))
+    assert [e.value for e in events.Scalars("train/verdicts/AC")] == list(metrics["verdict_AC"])
+    assert "seed0-high" in events.Tensors("args/text_summary")[0].tensor_proto.string_val[0].decode()
+    assert not [p for p in out.rglob("*") if "tfevents" in p.name]  # nothing in the model directory
+    err = capfd.readouterr().err
+    steps = [line for line in err.splitlines() if line.startswith("ewa train high: step ")]
+    assert [line.split(" | ")[0] for line in steps] == ["ewa train high: step 1/2", "ewa train high: step 2/2"]
+    assert f"reward {metrics['reward'][1]:.3f}" in steps[1] and "ETA" in steps[1] and "steps/s" in steps[1]
+    assert "{'loss'" not in err and "'reward':" not in err
+    record = json.loads((tmp_path / "logs" / "progress" / "seed0" / "checkpoints" / "high.json").read_text())
+    assert (record["state"], record["done"], record["total"], record["job"]) == ("done", 2, 2, "train")
+    assert record["info"]["last"]["reward"] == pytest.approx(metrics["reward"][1])
+
+
 def test_a_bf16_run_trains_and_saves_fp32_master_weights(pico_init, problems_file, tmp_path):
     """`grpo.bf16: true` in one plain process (the one-GPU path): bf16 compute, fp32 weights, and the model
     saved is the fp32 master copy, so the task vector a merge extrapolates is not rounded to bf16."""

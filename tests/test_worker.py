@@ -90,7 +90,7 @@ def test_a_served_job_writes_byte_for_byte_what_its_own_process_writes(finished,
         done = subprocess.run([str(BIN / "ewa"), *sample_args(finished, out)], cwd=finished, env=run_env,
                               capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-3000:]
-        assert "sample tools: 100%" in done.stderr  # the progress bar reaches the job's stderr (its log)
+        assert "tools: done 3/3 problems (100%)" in done.stderr  # the progress line reaches the job's stderr (its log)
         runs[name] = (out.read_bytes(), json.loads(out.with_suffix(".provenance.json").read_text()))
     (address,) = {worker.worker_address({k: v for k, v in env.items()})}
     assert worker_pids(address), "no worker served the job"

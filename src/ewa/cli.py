@@ -30,6 +30,8 @@ COMMANDS = {
     "approaches": ("ewa.analysis.cli", "per alpha: the approach each sample declares and its verdict mix"),
     "science": ("ewa.analysis.cli", "combine several seeds' claims into one table and a seed-band plot"),
     "front": ("ewa.analysis.cli", "the report's front page: the study, this run's config and its claims"),
+    "training": ("ewa.analysis.cli", "training curves: GRPO per regime and the warm start's loss, or over seeds"),
+    "status": ("ewa.status", "a run in flight or ended: jobs per rule, running jobs' progress, failures, ETA"),
     "families": ("ewa.analysis.cli", "compare the merge families' fronts: hypervolumes with cluster-bootstrap CIs"),
     "plan": ("ewa.plan.cli", "GPUs, memory per GPU, hours and disk of every rule on a profile, before queueing"),
     "preflight": ("ewa.preflight", "check this node before queueing: sandbox, judge interpreter, GPU stack, free disk"),
@@ -37,7 +39,7 @@ COMMANDS = {
     "stage": ("ewa.stage", "on a login node: download a config's Hugging Face models and data into the cache, pinned"),
 }
 # Commands that read a whole experiment (--configfile) rather than a stage's slice (--config).
-WHOLE_EXPERIMENT = {"plan", "stage"}
+WHOLE_EXPERIMENT = {"plan", "stage", "status"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -268,7 +268,51 @@ def families(args: argparse.Namespace, config: dict) -> int:
     return 0
 
 
+def add_training_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--checkpoints", nargs="*", default=[], metavar="REGIME=DIR",
+                        help="one run: each regime's checkpoint directory (its metrics.csv), low to high")
+    parser.add_argument("--init", type=Path, help="one run: the init's directory (its sft_metrics.csv): sft.png")
+    parser.add_argument("--tables", nargs="*", default=[], metavar="SEED=PATH",
+                        help="across seeds: each seed's training.csv (written by a run's `ewa training`)")
+    parser.add_argument("--out-dir", required=True, type=Path, help="where the figures and training.csv go")
+
+
+def pairs(items: list[str], flag: str, key) -> dict:
+    from ewa.errors import UserError
+
+    parsed = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise UserError(f"{flag}: {item!r} is not NAME=PATH")
+        try:
+            parsed[key(name)] = Path(path)
+        except ValueError:
+            raise UserError(f"{flag}: {item!r}: {name!r} is not a seed") from None
+    return parsed
+
+
+def training(args: argparse.Namespace, config: dict) -> int:
+    from ewa.analysis.training import write_run, write_seeds
+    from ewa.errors import UserError
+
+    checkpoints, tables = pairs(args.checkpoints, "--checkpoints", str), pairs(args.tables, "--tables", int)
+    if bool(checkpoints) == bool(tables):
+        raise UserError("give --checkpoints (one run's regimes) or --tables (seeds' training.csv), one of them")
+    for regime, directory in checkpoints.items():
+        if not (directory / "metrics.csv").is_file():
+            raise UserError(f"--checkpoints {regime}: {directory} has no metrics.csv (not a checkpoint of ewa train)")
+    for seed, path in tables.items():
+        if not path.is_file():
+            raise UserError(f"--tables {seed}: {path}: no such file")
+    written = (write_run(checkpoints, args.init, args.out_dir, config.get("seed")) if checkpoints
+               else write_seeds(tables, args.out_dir))
+    print(f"ewa training: wrote {', '.join(p.name for p in written)} to {args.out_dir}")
+    return 0
+
+
 COMMANDS = {
+    "training": (add_training_arguments, training),
     "families": (add_families_arguments, families),
     "front": (add_front_arguments, front),
     "frontier": (add_frontier_arguments, frontier),

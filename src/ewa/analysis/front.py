@@ -30,6 +30,8 @@ CATEGORIES = (
     ("Complementarity", "which problems each alpha solves that the others do not"),
     ("Behaviour", "what each setting did per alpha: tool calls, turns, answers missing (no_answer) among CE"),
     ("Claims", "each claim with its bootstrap interval and verdict; what each alpha writes (approaches)"),
+    ("Training", "each regime's GRPO steps: reward, groups without spread, the rollouts' verdicts, KL, length; "
+                 "the init's warm-start loss"),
 )
 
 

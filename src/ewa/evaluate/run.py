@@ -39,11 +39,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from tqdm import tqdm
 
 from ewa.errors import UserError
 from ewa.io import atomic_path, exclusive_output, provenance, read_jsonl, sha256_file, write_json
 from ewa.problems import Problem, problems_by_id
+from ewa.progress import Progress
 from ewa.sandbox.extract import extract_code
 from ewa.sandbox.results import SampleResult
 from ewa.verdicts import CE, COMPILE, NO_ANSWER
@@ -228,14 +228,18 @@ def evaluate_file(problems_path: str, samples_path: str, out: str | Path, sandbo
                    "calibration": sha256_file(calibration) if calibration else None,
                    "judge": {name: j["version"] for name, j in judges.items()}}
     cache_context = {k: fingerprint[k] for k in ("early_stop", "sandbox", "calibration", "judge")}
+    # samples judged of all, samples/s and programs/s: lines on stderr and the job's progress file
+    meter = Progress("evaluate", len(samples), "samples", out=out, counters={"programs": "programs"},
+                     label=f"ewa evaluate {out.parent.parent.name} {out.parent.name}/{out.stem}")
     with exclusive_output(out, what="ewa evaluate"):
         partial = Partial(out, fingerprint)
         try:
-            judged_by = judge_all(samples, problems, tiers, partial, sandbox, settings, calibration, time_factor,
-                                  workers, chunk_size, cache_context, out)
-            made_from = {"problems": str(problems_path), "samples": str(samples_path), "tiers": tiers_path,
-                         "calibration": calibration, "evaluate": settings, "sandbox_config": sandbox}
-            finish(out, partial, samples, provenance(made_from, **judged_by, judge=judges))
+            with meter:  # done once the output is published
+                judged_by = judge_all(samples, problems, tiers, partial, sandbox, settings, calibration, time_factor,
+                                      workers, chunk_size, cache_context, out, meter)
+                made_from = {"problems": str(problems_path), "samples": str(samples_path), "tiers": tiers_path,
+                             "calibration": calibration, "evaluate": settings, "sandbox_config": sandbox}
+                finish(out, partial, samples, provenance(made_from, **judged_by, judge=judges))
         except Exception:
             if not partial.resumed:  # what this run started goes with it; a resumed run's progress stays
                 shutil.rmtree(partial.dir, ignore_errors=True)
@@ -244,8 +248,9 @@ def evaluate_file(problems_path: str, samples_path: str, out: str | Path, sandbo
 
 
 def judge_all(samples, problems, tiers, partial: Partial, sandbox: dict, settings: dict, calibration, time_factor,
-              workers, chunk_size, cache_context: dict, out: Path) -> dict:
-    """Judge every sample not yet in `partial`, chunk by chunk; the sandbox part of the provenance."""
+              workers, chunk_size, cache_context: dict, out: Path, meter: Progress | None = None) -> dict:
+    """Judge every sample not yet in `partial`, chunk by chunk, counting each on `meter`; the sandbox part
+    of the provenance."""
     from ewa.evaluate.cache import VerdictCache
     from ewa.sandbox import sandbox_from_config
 
@@ -300,9 +305,13 @@ def judge_all(samples, problems, tiers, partial: Partial, sandbox: dict, setting
                   if cache else "")
         print(f"ewa evaluate: {len(todo)} samples to judge, {len(runs)} distinct programs run{reused}")
         rows = []
-        for i, s, fut, twin, first, origin in tqdm(futures, desc="evaluate", unit="sample", initial=len(done),
-                                                   total=len(samples), mininterval=2.0):
+        if meter is not None:
+            meter.restart_rates(len(done))  # a resumed run's rate counts only what it judges itself
+            meter.update(done=len(done))
+        for i, s, fut, twin, first, origin in futures:
             rows.append(row(s, i, fut.result(), twin, first.result() if first else None, origin))
+            if meter is not None:  # a program is run once: its copies and cached verdicts cost nothing
+                meter.update(1, programs=int(twin is None and origin is None))
             for done_fut in (fut, first):  # stored as soon as judged: evaluations beside this one read it
                 if done_fut in stores:
                     cache_key, where = stores.pop(done_fut)

@@ -74,7 +74,7 @@ def build_tiny(model: dict, problems: list[Problem], out: Path, seed: int, sandb
     summary = {"parameters": count_parameters(net), "vocab_size": len(tokenizer), "tiny": tiny, "sft": sft}
     if examples:
         summary["sft_examples"] = dict(Counter(e["setting"] for e in examples))
-        summary["sft_result"] = run_sft(net, tokenizer, examples, sft, seed)
+        summary["sft_result"] = run_sft(net, tokenizer, examples, sft, seed, history=out)
     net.save_pretrained(out)
     add_response_parser(tokenizer).save_pretrained(out)  # ships its response template: loaders need no TRL
     return summary
@@ -139,7 +139,7 @@ def adopt_hf(path: Path, model: dict, problems: list[Problem], out: Path, seed: 
     # almost none of them. Saved as trained: rounding back to bf16 would drop them at the end instead.
     net = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     check_loaded(net, path, "--init")  # SFT on a tensor filled at random would hide it for good
-    result = run_sft(net, tokenizer, warm_start_examples(problems, sft, sandbox), sft, seed)
+    result = run_sft(net, tokenizer, warm_start_examples(problems, sft, sandbox), sft, seed, history=out)
     net.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return {"source": str(path.resolve()), "sft": sft, "sft_result": result}

@@ -32,7 +32,11 @@ def init(args: argparse.Namespace, config: dict) -> int:
     model = init_model(args, config)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     configure_cpu(args.threads)
-    record = build_init(model, args.problems, args.out, seed=config["seed"], sandbox=config["sandbox"])
+    from ewa.progress import Progress
+
+    # the warm start's steps (none for a model used as it is): lines and the job's progress file
+    with Progress("init", None, "steps", out=args.out, label="ewa init"):
+        record = build_init(model, args.problems, args.out, seed=config["seed"], sandbox=config["sandbox"])
     print(json.dumps({k: record[k] for k in ("init", "seed", "n_problems") if k in record}))
     return 0
 

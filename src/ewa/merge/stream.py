@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Sequence
 
 import torch
-from tqdm import tqdm
 
 from ewa.io import atomic_path, exclusive_output, provenance
 from ewa.merge import HASH_MODES, MergeError, parse_size
@@ -54,13 +53,16 @@ def blender_for(device: str, writer: BlockWriter) -> HostBlend | DeviceBlend:
 
 
 def stream(base: Checkpoint, endpoints: list[Checkpoint], coefficient_sets, models: list[ModelWriter],
-           blend, progress: bool) -> None:
-    """The single pass: each tensor of every input is read once and written to every output."""
+           blend, meter=None) -> None:
+    """The single pass: each tensor of every input is read once and written to every output (counted on
+    `meter`, an ewa.progress.Progress, in tensors and GB read)."""
     exact = [exact_source(c) for c in coefficient_sets]
     readers = [ShardReader(c) for c in (base, *endpoints)]
     try:
-        for name in tqdm(base.weight_map, desc="merge", unit="tensor", disable=not progress):
+        for name in base.weight_map:
             tensors = [reader.get(name) for reader in readers]
+            if meter is not None:
+                meter.update(1, gb=sum(t.numel() * t.element_size() for t in tensors) / 1e9)
             for model in models:
                 model.begin(name)
             if not tensors[0].is_floating_point():  # integer/bool buffers have no meaningful average
@@ -217,7 +219,15 @@ def merge(base_dir, endpoint_dirs, coefficient_sets, out_dirs, roles: list[str],
         # the writer thread needs a core of its own; blending is memory-bound and gains little from more
         torch.set_num_threads(max(1, min(threads, (os.cpu_count() or 2) - 1)))
         stack.callback(torch.set_num_threads, threads)
-        stream(base, endpoints, coefficient_sets, models, blend, progress)
+        if progress:  # tensors of all, GB read per second (ewa.progress): lines on stderr, the job's progress file
+            from ewa.progress import Progress
+
+            meter = stack.enter_context(Progress(
+                "merge", len(base.weight_map), "tensors", out=out_dirs[0], counters={"gb": "GB"},
+                label=f"ewa merge {', '.join(p.name for p in out_dirs)}"))
+        else:
+            meter = None
+        stream(base, endpoints, coefficient_sets, models, blend, meter)
         blend.close()
         for model in models:
             model.close()

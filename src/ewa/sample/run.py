@@ -11,12 +11,11 @@ import json
 import os
 from pathlib import Path
 
-from tqdm import tqdm
-
 from ewa.checkpoint import MODEL_WEIGHT_FILES, check_loadable, fingerprint, merge_record, read_checkpoint
 from ewa.errors import UserError
 from ewa.io import exclusive_output, provenance, sha256_file, write_json, write_jsonl
 from ewa.problems import Problem
+from ewa.progress import Progress
 from ewa.sample.backends import make_backend, resolve_backend
 from ewa.chat import load_tokenizer
 from ewa.sample.config import SampleConfig
@@ -100,16 +99,23 @@ def sample_file(problems: list[Problem], setting_name: str, config: SampleConfig
     with exclusive_output(out, partial, provenance_path(out), what="ewa sample"):
         done = {pid: recs for pid, recs in read_partial(partial, expect, config.n, inputs).items() if pid in ids}
         resumed = bool(done)
+        meter = sample_progress(out, problems, done) if progress else None
+        if meter is not None:
+            from ewa.progress import quiet_bars
+
+            quiet_bars()  # the backend's weight loading: the job's own lines say how far it is
         try:
-            backend_info, sandbox_info = sample_into(done, problems, setting_cls, config, model_dir, tokenizer, expect,
-                        PartialWriter(partial, done, inputs), sandbox, calibration, workers, progress)
-            check_complete(done, problems, config.n, partial)
-            write_json(provenance_path(out), provenance(
-                dataclasses.asdict(config), setting=setting_name, model=str(model_dir),
-                model_record=merge_record(model_dir), model_fingerprint=inputs["model"], backend=backend_name,
-                backend_info=backend_info, problems=len(problems), sandbox=sandbox_info,
-                record_fields=list(RECORD_FIELDS)))
-            write_jsonl(out, (r for p in problems for r in done[p.id]))
+            with meter or contextlib.nullcontext():  # done once the output is published
+                backend_info, sandbox_info = sample_into(
+                    done, problems, setting_cls, config, model_dir, tokenizer, expect,
+                    PartialWriter(partial, done, inputs), sandbox, calibration, workers, meter)
+                check_complete(done, problems, config.n, partial)
+                write_json(provenance_path(out), provenance(
+                    dataclasses.asdict(config), setting=setting_name, model=str(model_dir),
+                    model_record=merge_record(model_dir), model_fingerprint=inputs["model"], backend=backend_name,
+                    backend_info=backend_info, problems=len(problems), sandbox=sandbox_info,
+                    record_fields=list(RECORD_FIELDS)))
+                write_jsonl(out, (r for p in problems for r in done[p.id]))
         except Exception:
             if not resumed:  # what this run started goes with it; a resumed run's progress stays
                 partial.unlink(missing_ok=True)
@@ -118,10 +124,19 @@ def sample_file(problems: list[Problem], setting_name: str, config: SampleConfig
     return out
 
 
+def sample_progress(out: Path, problems: list[Problem], done: dict) -> Progress:
+    """Problems done of all, with samples/s and tokens/s: lines on stderr and the job's progress file
+    (ewa.progress)."""
+    return Progress("sample", len(problems), "problems", out=out, initial=len(done),
+                    label=f"ewa sample {out.parent.parent.name} {out.parent.name}/{out.stem}",
+                    counters={"samples": "samples", "tokens": "tokens"})
+
+
 def sample_into(done: dict, problems, setting_cls, config, model_dir, tokenizer, expect: dict,
-                writer: PartialWriter, sandbox, calibration, workers, progress) -> tuple[dict | None, dict | None]:
-    """Sample every problem not in `done`, appending each to the partial file and to `done`; returns what
-    the backend and the sandbox (if one ran) say about themselves."""
+                writer: PartialWriter, sandbox, calibration, workers,
+                meter: Progress | None) -> tuple[dict | None, dict | None]:
+    """Sample every problem not in `done`, appending each to the partial file and to `done` (and counting it
+    on `meter`); returns what the backend and the sandbox (if one ran) say about themselves."""
     setting_name, backend_name = expect["setting"], expect["backend"]
     todo = [p for p in problems if p.id not in done]
     sandbox_info = backend_info = None
@@ -139,8 +154,6 @@ def sample_into(done: dict, problems, setting_cls, config, model_dir, tokenizer,
             backend = stack.enter_context(make_backend(backend_name, model_dir, tokenizer, config))
             backend_info = backend.info
             setting = setting_cls(config, tokenizer, runner, workers)
-            bar = stack.enter_context(tqdm(total=len(problems), initial=len(done), unit="problem",
-                                           desc=f"sample {setting_name}", disable=not progress))
             # Chunks are fixed slices of the problem list, so a resumed run batches as the first did.
             rows = config.batch_size if backend_name == "hf" else config.rows_per_call
             per_chunk = max(1, rows // config.n)
@@ -153,5 +166,6 @@ def sample_into(done: dict, problems, setting_cls, config, model_dir, tokenizer,
                 for p in chunk:
                     done[p.id] = [record(s, expect) for s in samples if s.problem is p]
                     writer.append(done[p.id])
-                    bar.update()
+                    if meter is not None:
+                        meter.update(1, samples=len(done[p.id]), tokens=sum(r["tokens_generated"] or 0 for r in done[p.id]))
     return backend_info, sandbox_info

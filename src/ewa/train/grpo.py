@@ -17,14 +17,16 @@ from ewa.errors import UserError
 from ewa.init import PROVENANCE_FILE
 from ewa.io import atomic_path, exclusive_output, provenance, sha256_file, write_json
 from ewa.problems import Problem, read_problems
+from ewa.progress import Progress, quiet_bars, quiet_trainer, trainer_callback
 from ewa.runtime import checkpointing_arg, compute_record
 from ewa.tiers import TierError, regime_tests
+from ewa.trackers import point_tensorboard, tensorboard_dir
 from ewa.verdicts import VERDICTS
 
 log = logging.getLogger(__name__)
 
 # Settings that may change between a killed run and its resumption (extending a run is fine).
-RESUMABLE_CHANGES = ("max_steps", "save_steps", "save_total_limit", "keep_work_dir")
+RESUMABLE_CHANGES = ("max_steps", "save_steps", "save_total_limit", "keep_work_dir", "report_to")
 METRICS = {  # metrics.csv column <- trainer log key
     "reward": "reward", "reward_std": "reward_std", "frac_reward_zero_std": "frac_reward_zero_std",
     "kl": "kl", "entropy": "entropy", "loss": "loss", "grad_norm": "grad_norm", "learning_rate": "learning_rate",
@@ -45,9 +47,11 @@ def batch_shape(s: dict, world_size: int) -> tuple[int, int]:
     return per_device, completions // (per_device * world_size)
 
 
-def grpo_config(s: dict, work_dir: Path, seed: int, world_size: int = 1):
+def grpo_config(s: dict, work_dir: Path, seed: int, world_size: int = 1, run_name: str = "ewa-grpo"):
     import torch
     from trl import GRPOConfig
+
+    from ewa.trackers import trainer_args
 
     per_device, accumulation = batch_shape(s, world_size)
     if s["trl"].get("vllm_mode", "colocate") != "colocate":
@@ -77,7 +81,8 @@ def grpo_config(s: dict, work_dir: Path, seed: int, world_size: int = 1):
         save_strategy="steps",
         save_steps=s["save_steps"],
         save_total_limit=s["save_total_limit"],
-        report_to="none",
+        # grpo.report_to (ewa.trackers): none unless the config names a tracker
+        **trainer_args(s.get("report_to"), "grpo.report_to", run_name),
         seed=seed,
         data_seed=seed,
         shuffle_dataset=True,
@@ -198,6 +203,35 @@ def prepare_work_dir(work: Path, fingerprint: dict, resume: str | None) -> None:
     write_json(work / "ewa_run.json", fingerprint)
 
 
+def describe_step(logs: dict, step: int, max_steps: int) -> str:
+    """One logging step of GRPO as a line: the reward and the share of groups without spread (where GRPO
+    learns nothing), the rollouts' verdicts, KL, completion length and step time (all of it in metrics.csv).
+
+    >>> describe_step({"reward": 0.25, "frac_reward_zero_std": 0.5, "verdicts/AC": 2, "verdicts/TLE": 1,
+    ...                "verdicts/WA": 3, "verdicts/no_code": 2, "verdicts/CE": 2, "kl": 0.0012,
+    ...                "completions/mean_length": 48.2, "step_time": 3.1}, 3, 10)
+    'step 3/10 | reward 0.250, no-spread groups 50% | AC 2, TLE+MLE 1, WA+RE+CE 3, no code 2 | KL 0.0012 | length 48 | 3.1 s/step'
+    """
+    parts = [f"step {step}/{max_steps}"]
+    if "reward" in logs:
+        spread = logs.get("frac_reward_zero_std")
+        parts.append(f"reward {logs['reward']:.3f}" + ("" if spread is None else f", no-spread groups {spread:.0%}"))
+    if any(k.startswith("verdicts/") for k in logs):
+        n = {v: int(logs.get(f"verdicts/{v}", 0) or 0) for v in VERDICT_COLUMNS}
+        code_ce = n["CE"] - n["no_code"]  # a sample without code is CE too; counted once, as no code
+        parts.append(f"AC {n['AC']}, TLE+MLE {n['TLE'] + n['MLE']}, WA+RE+CE {n['WA'] + n['RE'] + code_ce}, "
+                     f"no code {n['no_code']}")
+    if "kl" in logs:
+        parts.append(f"KL {logs['kl']:.2g}")
+    if "completions/mean_length" in logs:
+        parts.append(f"length {logs['completions/mean_length']:.0f}")
+    if "step_time" in logs:
+        parts.append(f"{logs['step_time']:.2g} s/step")
+    if "loss" in logs and "reward" not in logs:
+        parts.append(f"loss {logs['loss']:.4g}")
+    return " | ".join(parts)
+
+
 def metrics_frame(log_history: list[dict]):
     """One row per optimizer step: reward, verdict mix, KL, completion length, step time."""
     import pandas as pd
@@ -245,7 +279,11 @@ def train_regime(init: str | os.PathLike, problems_path: str | os.PathLike, regi
     # One run per regime output. Only the main process locks: it alone prunes the work dir and publishes,
     # and if the lock refuses it, the launcher stops the other ranks waiting at the barrier. The lock
     # covers the work dir a resumed run reads, and clears what killed runs left of `out`.
-    with exclusive_output(out, work, what="ewa train") if state.is_main_process else nullcontext():
+    # steps of max_steps: one line per logging step (not TRL's dictionaries) and the job's progress file
+    meter = (Progress("train", s["max_steps"], "steps", out=out, label=f"ewa train {regime['name']}")
+             if state.is_main_process else None)
+    with exclusive_output(out, work, what="ewa train") if state.is_main_process else nullcontext(), \
+            meter or nullcontext():
         # One sandbox for the whole run, not one per step; each rank of a multi-GPU run opens its own.
         with sandbox_from_config(sandbox, calibration=calibration) as sandbox:
             judged_by = sandbox.info()
@@ -261,10 +299,14 @@ def train_regime(init: str | os.PathLike, problems_path: str | os.PathLike, regi
                 log.info("resuming from %s", resume)
             from ewa.train.outcome import no_signal_callback  # one line when step 1's groups (the init's) never mix
 
+            quiet_bars()
+            callbacks = [no_signal_callback(regime["name"])] + ([trainer_callback(meter, describe_step)] if meter else [])
             trainer = GRPOTrainer(model=str(init), reward_funcs=reward,
-                                  args=grpo_config(s, work, grpo_seed(seed, regime), world_size),
-                                  train_dataset=dataset, processing_class=tokenizer,
-                                  callbacks=[no_signal_callback(regime["name"])])
+                                  args=grpo_config(s, work, grpo_seed(seed, regime), world_size,
+                                                   run_name=f"seed{seed}-{regime['name']}"),
+                                  train_dataset=dataset, processing_class=tokenizer, callbacks=callbacks)
+            quiet_trainer(trainer)
+            point_tensorboard(trainer, tensorboard_dir(out))
             check_loaded(trainer.model, init, "--init")  # TRL loads the init: nothing it filled at random
             trainer.train(resume_from_checkpoint=resume)
             final = work / "final"
