@@ -22,7 +22,6 @@ from helpers import BIN
 from ewa.data import load
 from ewa.data.apps import convert, records
 from ewa.data.apps.judge import apps_stdout_match, apps_value_match
-from ewa.data.verify import Dropped
 from ewa.errors import UserError
 from ewa.problems import ProblemError, read_problems
 from ewa.verdicts import AC, CE, RE, TLE, WA

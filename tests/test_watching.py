@@ -3,7 +3,6 @@ jobs write; `ewa status` on a run killed midway, on a finished run, and its ETA 
 from __future__ import annotations
 
 import io
-import json
 
 import pandas as pd
 import pytest

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import sys
 import threading
 from collections import deque
 from concurrent.futures import Future
@@ -79,7 +78,7 @@ def verified(problems: Iterable[Problem], sandbox: Callable, counts: dict, dropp
     a solution arrives. With `limit`, problems are checked in order until `limit` are kept; the rest are
     only read, to count them as unchecked. `counts` fills in as the problems are consumed.
     """
-    from tqdm import tqdm
+    from ewa.progress import Progress
 
     counts.update({"checked": 0, "kept": 0, NO_PYTHON_SOLUTION: 0, SOLUTION_FAILS: 0, "unchecked": 0, "sandbox": None})
     source = iter(problems)
@@ -88,8 +87,8 @@ def verified(problems: Iterable[Problem], sandbox: Callable, counts: dict, dropp
     with contextlib.ExitStack() as stack:
         opened = stack.enter_context(contextlib.ExitStack())  # the sandbox, closed after everything below
         sb = None
-        bar = stack.enter_context(tqdm(desc="verify solutions", unit="problem", file=sys.stderr, mininterval=2.0,
-                                       disable=not progress))
+        bar = stack.enter_context(Progress("prepare", None, "problems", label="ewa prepare: verify solutions")) \
+            if progress else None
         stack.callback(lambda: [f.cancel() for _, f in pending if f is not None])
         stack.callback(stop.set)  # runs first: problems started past the limit submit no further attempts
 
@@ -107,7 +106,8 @@ def verified(problems: Iterable[Problem], sandbox: Callable, counts: dict, dropp
             p, attempt = pending.popleft()
             read_ahead()
             counts["checked"] += 1
-            bar.update(1)
+            if bar is not None:
+                bar.update(1)
             if attempt is None:
                 dropped.append(Dropped(p.id, NO_PYTHON_SOLUTION, "the record has no Python 3 solution"))
                 counts[NO_PYTHON_SOLUTION] += 1

@@ -28,12 +28,12 @@ from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
 from typing import Iterator, Sequence
 
-from tqdm import tqdm
 
 from ewa.chat import PYTHON_TOOL
 from ewa.init.mutants import input_slips, mutants, syntax_slips
 from ewa.problems import Problem
 from ewa.verdicts import RE
+from ewa.progress import Progress
 from ewa.prompts import agentic_messages, code_answer, feedback, reasoning_messages, tool_output, tools_messages
 
 NO_TOOLS = json.dumps(None)  # TRL reads a `tools` column as JSON; null renders no tool block
@@ -204,7 +204,9 @@ def sft_examples(problems: Sequence[Problem], mix: dict, sandbox=None) -> list[d
         return out
 
     # As many problems in flight as the sandbox has workers; map keeps the problems' order.
-    with ThreadPoolExecutor(max(1, getattr(sandbox, "workers", 1))) as pool:
-        for out in tqdm(pool.map(traces, problems), total=len(problems), desc="sft traces", unit="problem"):
+    with ThreadPoolExecutor(max(1, getattr(sandbox, "workers", 1))) as pool, \
+            Progress("init", len(problems), "problems", label="ewa init: sft traces") as progress:
+        for out in pool.map(traces, problems):
             rows += out
+            progress.update(1)
     return rows
