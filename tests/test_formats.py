@@ -27,6 +27,8 @@ BUILTIN_FILES = {  # every file that knows the format, and nothing else under sr
     "livecodebench": {"src/ewa/data/livecodebench/__init__.py", "src/ewa/data/livecodebench/judge.py",
                       "src/ewa/data/livecodebench/harness.py"},
     "codecontests": {"src/ewa/data/codecontests.py"},
+    "mbpp": {"src/ewa/data/mbpp/__init__.py", "src/ewa/data/mbpp/harness.py"},
+    "apps": {"src/ewa/data/apps/__init__.py", "src/ewa/data/apps/judge.py", "src/ewa/data/apps/harness.py"},
 }
 
 

@@ -18,8 +18,8 @@ changes it (nor its experiment hash).
 
 >>> parse("hf://Qwen/Qwen2.5-Coder-7B-Instruct", "model.init").uri("0" * 40)
 'hf://Qwen/Qwen2.5-Coder-7B-Instruct@0000000000000000000000000000000000000000'
->>> parse("hf://datasets/livecodebench/code_generation_lite@v6/test6.jsonl", "train_data.input")
-HubRef(kind='dataset', repo='livecodebench/code_generation_lite', revision='v6', path='test6.jsonl')
+>>> parse("hf://datasets/mylab/code_tasks@v6/test6.jsonl", "train_data.input")
+HubRef(kind='dataset', repo='mylab/code_tasks', revision='v6', path='test6.jsonl')
 >>> parse("tiny", "model.init") is None, parse("/models/Qwen2.5-Coder-7B-Instruct", "model.init") is None
 (True, True)
 """
