@@ -125,7 +125,7 @@ def verifying(wildcards):
 
 def data_config(wildcards):
     """The dataset entry, and the sandbox when it verifies solutions. verify_solutions is left out where
-    it has no effect (a format without solutions, e.g. the miniature's mini), so it reruns nothing."""
+    it has no effect (a format that ships no solutions), so it reruns nothing."""
     entry = dict(dataset_entry(wildcards))
     if not verifying(wildcards):
         entry.pop("verify_solutions", None)

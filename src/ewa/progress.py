@@ -5,7 +5,7 @@ after it ended.
 A line is printed at the start, then whenever both 30 s (`EWA_PROGRESS_INTERVAL`) and a tenth of the work
 have passed since the last one (whichever is rarer), and at the end:
 
-    ewa sample alpha+0.50 mini/reasoning: 40/72 problems (56%) | 0.52 problems/s, 4.1 samples/s, 310 tokens/s | 1m17s, ETA 1m02s
+    ewa sample alpha+0.50 lcb_hard/reasoning: 40/72 problems (56%) | 0.52 problems/s, 4.1 samples/s, 310 tokens/s | 1m17s, ETA 1m02s
 
 The progress file of an output under a `results/` directory is `logs/progress/<its path under results/>.json`
 beside that `results/` (`progress_path`), so `ewa status` finds every job's from the workflow directory; it

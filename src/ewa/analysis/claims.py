@@ -3,7 +3,7 @@
 Alpha 0 is the low-coverage checkpoint, alpha 1 the high-coverage one. Claims 1-3 (but 3a) are
 differences of per-problem rates, averaged over problems; 3a is a rank correlation over the alphas in
 [0, 1]; claim 4 reads the matched-budget ensembles of `ewa frontier`. Every CI resamples clusters of
-problems (evaluate.cluster_by: a mini family's instances share one program text), identically for
+problems (evaluate.cluster_by: a family's instances share one program text), identically for
 every alpha, and each claim reports its design effect: the variance of its resamples over the variance
 they would have if problems were independent. A claim is reproduced only when its whole CI lies
 strictly on the claimed side; an ensemble claim without the headroom to show a gain is untestable, not

@@ -56,7 +56,7 @@ against an O(n^3) brute force reads brute. Early stop (`evaluate.early_stop`) en
 failing test, and the classification uses what ran (a WA test still completed and counts). A program
 that fails on correctness before its tests get large is therefore unknown: correctness failures gather
 in the unknown class, and the brute and efficient classes hold, of the failing samples, those that
-failed late. How the classes fare on the mini families' reference programs: docs/miniature.md.
+failed late. How the classes fare on the miniature's reference programs: docs/miniature.md.
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ def add_sample_arguments(p) -> None:
     p.add_argument("--model", required=True, help="Hugging Face model directory (weights + tokenizer)")
     p.add_argument("--problems", required=True, help="problems.jsonl in the canonical format")
     p.add_argument("--setting", required=True, help="reasoning | tools | agentic")
-    p.add_argument("--out", required=True, help="output JSONL, e.g. results/seed0/samples/alpha+0.50/mini/reasoning.jsonl")
+    p.add_argument("--out", required=True, help="output JSONL, e.g. results/seed0/samples/alpha+0.50/lcb_hard/reasoning.jsonl")
     p.add_argument("--max-k", type=int, default=None, help="largest k evaluated later; sample.n must reach it")
     p.add_argument("--backend", "--sandbox-backend", dest="backend", default=None,
                    help="sandbox for tool calls and agentic feedback (default: the config's sandbox.backend)")
