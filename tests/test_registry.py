@@ -299,11 +299,11 @@ def test_each_control_plans_the_full_dag(path, tmp_path):
     counts = {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
     settings = len(config["sample"]["settings"])
     per_seed = {"tiers": 1, "train": 2, "merge": alphas, "sample": alphas * settings, "evaluate": alphas * settings,
-                "frontier": settings, "claims": settings, "approaches": settings}
+                "frontier": settings, "claims": settings, "approaches": settings, "training": 1}
     # one init for the control's seeds: the study's, or its own where its change is the init
     own_init = {} if config["science"].get("init_from") else {"shared_init": 1, "shared_init_prepare": 1}
     assert counts == {"preflight": 1, "prepare": 2 * seeds, "science": settings, "science_all": 1, **own_init,
-                      **{rule: n * seeds for rule, n in per_seed.items()}}
+                      "science_training": 1, **{rule: n * seeds for rule, n in per_seed.items()}}
     train = [line for line in done.stdout.splitlines() if line.startswith("Shell command:") and "ewa train --" in line]
     assert all(f"--calibration {config['sandbox']['calibration']} " in c for c in train)
     init = config["science"].get("init_from") or f"results/init/seed{init_seed}/model"

@@ -2,8 +2,9 @@
 interval, readable in a SLURM log, and a small JSON file that `ewa status` reads while the job runs and
 after it ended.
 
-A line is printed at the start, then whenever both 30 s (`EWA_PROGRESS_INTERVAL`) and a tenth of the work
-have passed since the last one (whichever is rarer), and at the end:
+A line is printed when the work starts (at its first update: a job stopped by bad input says only its
+error), then whenever both 30 s (`EWA_PROGRESS_INTERVAL`) and a tenth of the work have passed since the
+last one (whichever is rarer), and at the end:
 
     ewa sample alpha+0.50 lcb_hard/reasoning: 40/72 problems (56%) | 0.52 problems/s, 4.1 samples/s, 310 tokens/s | 1m17s, ETA 1m02s
 
@@ -165,13 +166,16 @@ class Progress:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.started_wall = None
+        self.announced = False
 
     # -- what the job calls ----------------------------------------------------------------------------
 
     def start(self, heartbeat: bool = True) -> "Progress":
+        """Starts the clock and the file; the first line waits for the first update, so a job that stops on
+        bad input before doing anything says only its one error line."""
         self.started = self.last_line_at = self.rate_from = self.clock()
         self.started_wall = self.wall()
-        self.emit(self.line())
+        self.announced = False
         self.save()
         _ACTIVE.append(self)
         if heartbeat and self.path is not None:
@@ -183,6 +187,9 @@ class Progress:
                info: dict | None = None, line: str | None = None, **counts: float) -> None:
         """`advance` more done (or `done` in all), counters advanced by `counts`, `info` merged into the
         file's. `line`: print this line now (a trainer's logging step) instead of waiting for the interval."""
+        if not self.announced:  # the start line, once the job is under way
+            self.announced = True
+            self.emit(self.line())
         with self._lock:
             self.done = done if done is not None else self.done + advance
             if total is not None:
