@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import PICO, reduced_config, run_snakemake, workflow_copy
+from helpers import reduced_config, run_snakemake, workflow_copy
+from test_capabilities import pico_dir, with_template  # noqa: F401 (pico_dir: the module's fixture)
 
 from ewa.capabilities import warm_start_refusal
 from ewa.cli import main
@@ -30,28 +31,8 @@ WARM_START = {"steps": 2, "batch_size": 2, "learning_rate": 1e-5}
 
 
 @pytest.fixture(scope="module")
-def pico_dir(tmp_path_factory) -> Path:
-    """A pico model with the tiny init's tokenizer and Qwen2.5's chat template, as the tiny init saves it."""
-    from ewa.chat import add_response_parser
-    from ewa.init.tiny import build_tiny_model, train_tokenizer
-
-    out = tmp_path_factory.mktemp("pico")
-    tokenizer = train_tokenizer(["def add(a, b):\n    return a + b\n", "print(sum(map(int, input().split())))"] * 20,
-                                PICO["vocab_size"])
-    build_tiny_model(tokenizer, section("model", {"tiny": PICO})["tiny"], seed=0).save_pretrained(out)
-    add_response_parser(tokenizer).save_pretrained(out)
-    return out
-
-
-@pytest.fixture(scope="module")
 def chatml_dir(pico_dir, tmp_path_factory) -> Path:
-    dest = shutil.copytree(pico_dir, tmp_path_factory.mktemp("chatml") / "model")
-    (dest / "chat_template.jinja").write_text(CHATML)
-    config = json.loads((dest / "tokenizer_config.json").read_text())
-    config.pop("response_template", None)
-    config.pop("response_schema", None)
-    (dest / "tokenizer_config.json").write_text(json.dumps(config))
-    return dest
+    return with_template(pico_dir, tmp_path_factory.mktemp("chatml") / "model", CHATML)
 
 
 @pytest.fixture

@@ -543,6 +543,26 @@ class LazyMockOpen:
         return self.mock(*args, **kwargs)
 
 
+def run_on_mocked_stdio(fn, text, stdin, out_fd, captured=None):
+    """fn() as reference harnesses call a stdin program (APPS's testing_util call_method, which lcb_runner
+    copies), their patches taking effect bottom-up: the read methods of the stdin the module was loaded with
+    (what `stdin = sys.stdin` and `from sys import stdin` bound) replaced by ones over the input's lines, then
+    sys.stdin `stdin`, open() mock_open of the input, stdout captured (`captured`, a StringIO), SystemExit
+    swallowed; what it printed goes to out_fd."""
+    lines = iter(text.split("\n"))
+    loaded = sys.stdin
+    loaded.readline = lambda *args: next(lines)
+    loaded.readlines = lambda *args: text.split("\n")
+    loaded.read = lambda *args: text
+    sys.stdin = stdin
+    builtins.open = LazyMockOpen(text)
+    captured = sys.stdout = captured if captured is not None else io.StringIO()
+    try:
+        fn()
+    except SystemExit:
+        pass
+    write_all(out_fd, captured.getvalue().encode("utf-8", "backslashreplace"))
+
 
 def prepare(job):
     """The source the candidate runs: the program under its harness, with the prelude."""
@@ -903,7 +923,7 @@ def candidate_main(job, program, report_w, stdin_fd, out_w, err_w, extra, flag_w
 
 
 # The frames of candidate_main and of the harness hook it called, which a traceback shown to the model skips.
-RUNNER_FRAMES = ("candidate_main", "namespace", "run_stdin", "call", "serve")
+RUNNER_FRAMES = ("candidate_main", "namespace", "run_stdin", "run_on_mocked_stdio", "call", "serve")
 
 
 def past_runner(tb):

@@ -1,6 +1,6 @@
 """APPS's harness as fork-server source: runs only inside the sandbox, appended to ewa.sandbox.forkserver's
-source (whose names it uses: Harness, register, reliability_guard, encode, write_all, ...); never imported in
-the host. What it reproduces of hendrycks/apps eval/testing_util.py (362aedc): the package's docstring.
+source (whose names it uses: Harness, register, reliability_guard, encode, run_on_mocked_stdio, ...); never
+imported in the host. What it reproduces of hendrycks/apps eval/testing_util.py (362aedc): the package's docstring.
 """
 
 
@@ -59,24 +59,10 @@ class AppsHarness(Harness):
     def run_stdin(self, job, ns, out_fd):
         if not callable(ns.get("code")):
             raise RuntimeError("the program has no statement to run as code() (the reference fails it: no method)")
-        text = job.get("input", "")
-        # call_method's patches, entered in the order the reference's decorators enter them: the read methods
-        # of the stdin the module was loaded with (what `stdin = sys.stdin` and `from sys import stdin` bound)
-        # replaced by ones over the input's lines, then sys.stdin a StringIO of the input, open() mock_open.
-        lines = iter(text.split("\n"))
-        loaded = sys.stdin
-        loaded.readline = lambda *args: next(lines)
-        loaded.readlines = lambda *args: text.split("\n")
-        loaded.read = lambda *args: text
-        sys.stdin = io.StringIO(text)
-        builtins.open = LazyMockOpen(text)
-        captured = sys.stdout = io.StringIO()
+        text = job.get("input", "")  # call_method's: sys.stdin a StringIO of the input
+        captured = io.StringIO()
         captured.close = lambda x: 1  # Capturing's no-op close, which takes one argument: close() raises there
-        try:
-            ns["code"]()
-        except SystemExit:
-            pass
-        write_all(out_fd, captured.getvalue().encode("utf-8", "backslashreplace"))
+        run_on_mocked_stdio(ns["code"], text, io.StringIO(text), out_fd, captured)
 
     def call(self, job, ns, source, args):
         args = apps_int_keyed_args(args)

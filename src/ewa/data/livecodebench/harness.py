@@ -97,24 +97,8 @@ class LcbHarness(Harness):
     def run_stdin(self, job, ns, out_fd):
         if "wrapped_function" not in ns:
             raise RuntimeError("the program could not be rewritten into wrapped_function (as the reference does)")
-        text = job.get("input", "")
-        # As lcb_runner's call_method, whose patches take effect bottom-up: first the read methods of
-        # the stdin the module was loaded with (what `from sys import stdin` bound) are replaced, then
-        # sys.stdin becomes a MockStdinWithBuffer of the input; open() is mock_open of it; stdout is
-        # captured; SystemExit is swallowed.
-        lines = iter(text.split("\n"))
-        loaded_stdin = sys.stdin
-        loaded_stdin.readline = lambda *args: next(lines)
-        loaded_stdin.readlines = lambda *args: text.split("\n")
-        loaded_stdin.read = lambda *args: text
-        sys.stdin = MockStdinWithBuffer(text)
-        builtins.open = LazyMockOpen(text)
-        captured = sys.stdout = io.StringIO()
-        try:
-            ns["wrapped_function"]()
-        except SystemExit:
-            pass
-        write_all(out_fd, captured.getvalue().encode("utf-8", "backslashreplace"))
+        text = job.get("input", "")  # as lcb_runner's call_method: sys.stdin its MockStdinWithBuffer
+        run_on_mocked_stdio(ns["wrapped_function"], text, MockStdinWithBuffer(text), out_fd)
 
     def call(self, job, ns, source, args):
         result = lcb_resolve(ns, job["func"], source)(*args)
