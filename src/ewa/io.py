@@ -220,6 +220,17 @@ def provenance(config: dict | None = None, **extra) -> dict:
             "config": config, **hub, **extra}
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` lives on this host (another user's live process counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:

@@ -29,9 +29,12 @@ from typing import Callable, TextIO
 INTERVAL_S = 30.0  # at least this long between two lines ...
 STEP_SHARE = 0.10  # ... and at least this share of the work
 HEARTBEAT_S = 15.0  # the progress file is rewritten at least this often while the job lives
+SAVE_EVERY_S = 1.0  # ... and at most this often by updates: a shared filesystem pays for each rewrite
 STALE_S = 120.0  # `ewa status`: a running job whose heartbeat is older than this has been killed
 FILE_VERSION = 1
 RUNNING, DONE, FAILED = "running", "done", "failed"
+UMASK = os.umask(0o022)  # read once (os.umask sets it): the mode an ordinary file gets here
+os.umask(UMASK)
 _ACTIVE: list["Progress"] = []  # started and not yet ended in this process, innermost last
 
 
@@ -117,6 +120,7 @@ def write_atomic(path: Path, obj: dict) -> None:
     """The JSON object at `path`, whole or not at all (a temporary in the same directory, then a rename)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, 0o666 & ~UMASK)  # mkstemp's 0600 would hide the file from a colleague's `ewa status`
     try:
         with os.fdopen(fd, "w") as f:
             json.dump(obj, f, indent=1, sort_keys=True, default=str)
@@ -146,12 +150,14 @@ class Progress:
 
     def __init__(self, job: str, total: int | None, unit: str, *, out: str | os.PathLike | None = None,
                  label: str | None = None, counters: dict[str, str] | None = None, initial: int = 0,
-                 stream: TextIO | None = None, interval: float | None = None, path: Path | None = None,
+                 stream: TextIO | None = None, interval: float | None = None,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time):
         self.job, self.total, self.unit = job, total, unit
         self.label = label or f"ewa {job}"
         self.out = None if out is None else str(out)
-        self.path = path if path is not None else (progress_path(out) if out is not None else None)
+        self.path = progress_path(out) if out is not None else None
+        self.host = socket.gethostname()
+        self.saved_at = None
         self.counters = dict(counters or {})
         self.counts = {name: 0.0 for name in self.counters}
         self.initial = self.done = initial
@@ -204,6 +210,8 @@ class Progress:
         elif self.due():
             self.emit(self.line())
             self.last_line_at, self.last_line_done = self.clock(), self.done
+        elif self.saved_at is not None and self.clock() - self.saved_at < SAVE_EVERY_S:
+            return  # a job updating per sample rewrites its file at most once a second; the heartbeat in between
         self.save()
 
     def restart_rates(self, done: int) -> None:
@@ -282,7 +290,7 @@ class Progress:
         with self._lock:
             return {
                 "version": FILE_VERSION, "job": self.job, "label": self.label, "output": self.out,
-                "host": socket.gethostname(), "pid": os.getpid(), "state": self.state, "error": self.error,
+                "host": self.host, "pid": os.getpid(), "state": self.state, "error": self.error,
                 "started": self.started_wall, "heartbeat": self.wall(), "elapsed_s": round(self.elapsed(), 3),
                 "done": self.done, "initial": self.initial, "total": self.total, "unit": self.unit,
                 "rates": {k: round(v, 6) for k, v in self.rates().items()},
@@ -290,6 +298,7 @@ class Progress:
             }
 
     def save(self) -> None:
+        self.saved_at = self.clock()
         if self.path is None:
             return
         try:
@@ -319,6 +328,8 @@ def trainer_callback(progress: Progress, describe: Callable[[dict, int, int], st
 
     class ProgressCallback(TrainerCallback):
         def on_train_begin(self, args, state, control, **kwargs):
+            if not state.is_world_process_zero:
+                return
             progress.restart_rates(state.global_step)  # a resumed run's rate counts only its own steps
             progress.update(done=state.global_step, total=state.max_steps)
 
@@ -332,7 +343,8 @@ def trainer_callback(progress: Progress, describe: Callable[[dict, int, int], st
                             line=f"{progress.label}: {text}{timing(progress)}")
 
         def on_step_end(self, args, state, control, **kwargs):
-            progress.update(done=state.global_step)
+            if state.is_world_process_zero:
+                progress.update(done=state.global_step)
 
     return ProgressCallback()
 

@@ -3,8 +3,8 @@ filesystem: jobs done, running, failed and pending per rule; each running traini
 verdict mix; each running job's progress; the failed and killed jobs with their log; an ETA for the rest.
 
 It reads what is already on disk, no server and no database:
-- the jobs and which are done: Snakemake's own summary of the workflow (`snakemake --summary`, one line per
-  output with its rule, log and whether it must be (re)built), with the run's --configfile and --profile;
+- the jobs and which are done: Snakemake's dry run of the whole DAG (`snakemake -n --forceall`, each job with
+  its rule, outputs and log), with the run's --configfile and --profile, against the outputs on disk;
 - what runs: each long job's progress file (`logs/progress/...json`, ewa.progress), with host, pid and a
   heartbeat. A job whose heartbeat stopped (or whose process is gone, on this host) was killed; Snakemake's
   incomplete markers (.snakemake/incomplete) name the other jobs a run had started;
@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ewa.errors import UserError
+from ewa.io import pid_alive
 from ewa.progress import DONE, FAILED, RUNNING, STALE_S, duration, number, read_progress
 
 PROGRESS_DIR = Path("logs") / "progress"
@@ -203,16 +204,6 @@ def snakemake_here(root: Path) -> bool:
         except (psutil.Error, OSError, ValueError, IndexError):
             continue
     return False
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def liveness(record: dict, now: float, stale_s: float = STALE_S) -> tuple[str, str | None]:

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from ewa.init import SFT_HISTORY_FILE
 from ewa.io import atomic_path
 
 TABLE = "training.csv"
 SFT_FIGURE = "sft.png"
-SFT_HISTORY = "sft_metrics.csv"  # ewa.init.sft.HISTORY_FILE, without importing TRL
 # the rollouts' verdict mix: label -> (metrics.csv verdict columns added, subtracted), colour
 MIX = {"AC": (("AC",), (), "tab:green"), "optimization (TLE+MLE)": (("TLE", "MLE"), (), "tab:orange"),
        "correctness (WA+RE+CE)": (("WA", "RE", "CE"), ("no_code",), "tab:red"), "no code": (("no_code",), (), "0.6")}
@@ -139,9 +139,9 @@ def write_run(checkpoints: dict[str, Path], init: Path | None, out_dir: Path, se
         plot_regime(regime, m, out_dir / f"{regime}.png", seed)
         written.append(out_dir / f"{regime}.png")
     if init is not None:
-        path = Path(init) / SFT_HISTORY
+        path = Path(init) / SFT_HISTORY_FILE
         history = pd.read_csv(path) if path.is_file() else None
-        plot_sft(history, out_dir / SFT_FIGURE, why=f"{path.name} is not in {init} (an init built before ewa wrote it)")
+        plot_sft(history, out_dir / SFT_FIGURE, why=f"{init} has no {path.name}")
         written.append(out_dir / SFT_FIGURE)
     with atomic_path(out_dir / TABLE) as tmp:
         run_table(metrics).to_csv(tmp, index=False)

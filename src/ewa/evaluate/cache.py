@@ -25,6 +25,7 @@ import socket
 from functools import lru_cache
 from pathlib import Path
 
+from ewa.io import pid_alive
 from ewa.sandbox.results import SampleResult, TestResult
 
 FORMAT = 1  # bump when the stored record changes
@@ -80,13 +81,3 @@ class VerdictCache:
         tmp = path.with_name(f".{key}.{socket.gethostname()}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps({"origin": origin, "result": dataclasses.asdict(result)}))
         os.replace(tmp, path)
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's live process
-        return True
-    return True

@@ -3,3 +3,4 @@
 # The init's provenance record, beside its weights; named here, away from torch, so the workflow and the
 # trainer read it without importing ewa.init.build.
 PROVENANCE_FILE = "ewa_init.json"
+SFT_HISTORY_FILE = "sft_metrics.csv"  # the warm start's loss curve, beside its weights, for the training figures

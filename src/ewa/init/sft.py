@@ -11,10 +11,10 @@ from datasets import Dataset
 from trl import SFTConfig, SFTTrainer
 
 from ewa import progress
+from ewa.init import SFT_HISTORY_FILE
 from ewa.runtime import checkpointing_arg
 from ewa.trackers import point_tensorboard, tensorboard_dir, trainer_args
 
-HISTORY_FILE = "sft_metrics.csv"  # in the init's directory: its loss curve, for the report's training figures
 HISTORY = {"loss": "loss", "grad_norm": "grad_norm", "learning_rate": "learning_rate",
            "token_accuracy": "mean_token_accuracy", "entropy": "entropy"}  # column <- trainer log key
 
@@ -44,7 +44,7 @@ def write_history(log_history: list[dict], directory: Path) -> None:
 
     rows = [{"step": h["step"], **{col: h.get(key) for col, key in HISTORY.items()}}
             for h in log_history if "loss" in h]
-    pd.DataFrame(rows, columns=["step", *HISTORY]).to_csv(directory / HISTORY_FILE, index=False)
+    pd.DataFrame(rows, columns=["step", *HISTORY]).to_csv(directory / SFT_HISTORY_FILE, index=False)
 
 
 def run_sft(model, tokenizer, examples: list[dict], settings: dict, seed: int, history: Path | None = None) -> dict:

@@ -153,6 +153,9 @@ def sample_into(done: dict, problems, setting_cls, config, model_dir, tokenizer,
                 sandbox_info["judge"] = judge_provenance(p.judge for p in problems)
             backend = stack.enter_context(make_backend(backend_name, model_dir, tokenizer, config))
             backend_info = backend.info
+            if meter is not None:  # the model is loaded: the start line now, rates from here on
+                meter.restart_rates(len(done))
+                meter.update(done=len(done))
             setting = setting_cls(config, tokenizer, runner, workers)
             # Chunks are fixed slices of the problem list, so a resumed run batches as the first did.
             rows = config.batch_size if backend_name == "hf" else config.rows_per_call
