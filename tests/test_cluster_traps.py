@@ -1,4 +1,4 @@
-"""Three traps a first cluster run fell into, each as a user hits it:
+"""Three traps of a first cluster run, each as a user hits it:
 
 - `ewa preflight --configfile FILE` (Snakemake's spelling) checks FILE's sandbox, as `--config FILE` does,
   not the schema's default interpreter;

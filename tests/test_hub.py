@@ -35,7 +35,7 @@ from helpers import PICO, ROOT, reduced_config, run_snakemake, workflow_copy
 
 from ewa.analysis.registry import experiment_sha256, read_registry
 from ewa.config import load, validate
-from ewa.hub import HubError, parse, pinned, references, resolve_config
+from ewa.hub import HubError, has_weights, parse, pinned, references, resolve_config
 
 MODEL = "Qwen/Qwen2.5-Coder-1.5B-Instruct"
 DATASET = "openai/openai_humaneval"
@@ -277,6 +277,25 @@ def blobs(site: Path, kind: str, repo: str) -> dict[str, int]:
 
 # -- the names ---------------------------------------------------------------------------------------------
 
+def test_a_sharded_models_index_alone_is_not_its_weights(tmp_path):
+    """A 7B's safetensors index is metadata (`ewa stage --metadata-only` fetches it): weights are there only
+    when every shard it names is."""
+    index = {"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
+    assert not has_weights(tmp_path)
+    (tmp_path / "model-00001-of-00002.safetensors").write_bytes(b"x")
+    assert not has_weights(tmp_path)
+    (tmp_path / "model-00002-of-00002.safetensors").write_bytes(b"x")
+    assert has_weights(tmp_path)
+    assert not has_weights(tmp_path / "missing") and has_weights(write_single(tmp_path / "single"))
+
+
+def write_single(directory: Path) -> Path:
+    directory.mkdir()
+    (directory / "model.safetensors").write_bytes(b"x")
+    return directory
+
+
 def test_a_local_path_wins_and_a_bad_reference_is_one_line(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "models" / "x").mkdir(parents=True)
@@ -312,6 +331,8 @@ def test_configs_of_local_paths_keep_their_experiment_hashes():
     registered hash. The paper's configs name the Qwen models and the benchmarks' files by their repositories."""
     named = {}
     for path in [ROOT / "config.yaml", *sorted((ROOT / "configs").glob("*.yaml"))]:
+        if path.name.endswith(".pinned.yaml"):  # what `ewa stage` wrote beside a config here, not a shipped one
+            continue
         config = load(path)
         if refs := references(config):
             named[path.name] = sorted(f"{key}={ref.uri()}" for key, ref in refs.items())

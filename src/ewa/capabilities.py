@@ -159,8 +159,10 @@ def warm_start_refusal(init: str, sft: dict, staged_ok: bool = False) -> Refusal
         tokenizer = read_tokenizer(path)
     except (ValueError, OSError) as e:
         return Refusal("model.init", first_line(e).removeprefix("--model "))
-    from trl.chat_template_utils import get_training_chat_template
+    from trl.chat_template_utils import get_training_chat_template, has_generation_markers
 
+    if has_generation_markers(tokenizer.chat_template):  # TRL trains it as it is (SFTTrainer asks no more)
+        return None
     try:
         get_training_chat_template(tokenizer)
     except (ValueError, TypeError):

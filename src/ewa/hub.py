@@ -26,6 +26,7 @@ HubRef(kind='dataset', repo='mylab/code_tasks', revision='v6', path='test6.jsonl
 from __future__ import annotations
 
 import glob
+import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -46,9 +47,23 @@ SPECIAL_REF = re.compile(r"refs/(?:pr/\d+|convert/[\w.-]+)")
 METADATA_FILES = ["config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
                   "special_tokens_map.json", "added_tokens.json", "vocab.json", "merges.txt", "tokenizer.model",
                   "chat_template.jinja", "chat_template.json", "*.safetensors.index.json"]
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+# A model's weights: one file, or an index naming its shards (the index alone is metadata: a 7B's).
+WEIGHTS = (("model.safetensors", "model.safetensors.index.json"), ("pytorch_model.bin", "pytorch_model.bin.index.json"))
 STAGE = "ewa stage {configfile}"
-OFFLINE = "HF_HUB_OFFLINE=1"
+
+
+def has_weights(folder: Path) -> bool:
+    """Whether a model's weights are all in `folder`: its single weights file, or every shard its index names."""
+    for single, index in WEIGHTS:
+        if (folder / single).is_file():
+            return True
+        if (folder / index).is_file():
+            try:
+                shards = set(json.loads((folder / index).read_text())["weight_map"].values())
+            except (ValueError, KeyError, TypeError, AttributeError):
+                return False
+            return bool(shards) and all((folder / shard).is_file() for shard in shards)
+    return False
 
 
 class HubError(UserError):
@@ -213,7 +228,7 @@ def resolve(ref: HubRef, key: str, *, metadata_only: bool = False, configfile: s
                                         local_files_only=True, allow_patterns=patterns))
     except incomplete as e:  # the cached listing names files the snapshot lacks
         snapshot = Path(getattr(e, "snapshot_path", None) or ".")
-        if ref.kind == "model" and not any((snapshot / f).is_file() for f in WEIGHT_FILES):
+        if ref.kind == "model" and not has_weights(snapshot):
             raise HubError(f"config: key '{key}': {text}: only its metadata is in {where} (no weights: staged with "
                            f"--metadata-only?); {stage}") from None
         missing = re.search(r"(\d+) file\(s\) are missing \(([^,)]+)", str(e))
@@ -231,7 +246,7 @@ def resolve(ref: HubRef, key: str, *, metadata_only: bool = False, configfile: s
         if not (folder / "config.json").is_file():
             raise HubError(f"config: key '{key}': {text}: its snapshot {commit[:12]} in {where} has no config.json; "
                            f"{stage}")
-        if not metadata_only and not any((folder / f).is_file() for f in WEIGHT_FILES):
+        if not metadata_only and not has_weights(folder):
             raise HubError(f"config: key '{key}': {text}: only its metadata is in {where} (no weights: staged with "
                            f"--metadata-only?); {stage}")
     elif not (local.exists() or (glob.has_magic(str(local)) and glob.glob(str(local)))):
@@ -247,29 +262,27 @@ def resolve_config(config: dict, *, configfile: str | None = None, metadata_only
             for key, ref in references(config).items() if data or key == "model.init"}
 
 
-def pinned(config: dict, resolved: dict[str, Resolved]) -> dict:
-    """`config` with each resolved reference at its commit (hf://OWNER/NAME@<commit>): what the experiment's
-    sha256 and the jobs' slices hold. A config without references comes back equal, so its hash is unchanged."""
-    if not resolved:
+def replaced(config: dict, values: dict[str, str]) -> dict:
+    """`config` with the value at each dotted key of `values` replaced (a copy; `config` itself if none)."""
+    if not values:
         return config
     import copy
 
     out = copy.deepcopy(config)
-    for key, r in resolved.items():
-        set_value(out, key, r.pinned)
+    for key, value in values.items():
+        set_value(out, key, value)
     return out
+
+
+def pinned(config: dict, resolved: dict[str, Resolved]) -> dict:
+    """`config` with each resolved reference at its commit (hf://OWNER/NAME@<commit>): what the experiment's
+    sha256 and the jobs' slices hold. A config without references comes back equal, so its hash is unchanged."""
+    return replaced(config, {key: r.pinned for key, r in resolved.items()})
 
 
 def localized(config: dict, resolved: dict[str, Resolved]) -> dict:
     """`config` with each resolved reference replaced by its local path in the cache: what reads the files."""
-    if not resolved:
-        return config
-    import copy
-
-    out = copy.deepcopy(config)
-    for key, r in resolved.items():
-        set_value(out, key, r.local)
-    return out
+    return replaced(config, {key: r.local for key, r in resolved.items()})
 
 
 # The references this process resolved for a stage, by key: every provenance record it writes names their
@@ -297,10 +310,10 @@ def localize_inputs(config: dict) -> dict:
     return localized(config, resolved)
 
 
-def local_model(init: str, *, metadata_only: bool = False, configfile: str | None = None) -> tuple[str, Resolved | None]:
+def local_model(init: str) -> tuple[str, Resolved | None]:
     """model.init as a local directory: itself, or its snapshot in the cache (with the resolution)."""
     ref = parse(init, "model.init")
     if ref is None:
         return init, None
-    resolved = resolve(ref, "model.init", metadata_only=metadata_only, configfile=configfile)
+    resolved = resolve(ref, "model.init")
     return resolved.local, resolved

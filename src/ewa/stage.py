@@ -203,13 +203,11 @@ def pinned_path(config: Path, out_dir: str | None) -> Path:
 def write_pinned(config: Path, keys: dict[str, str], out_dir: str | None) -> Path | None:
     """`config` with its references pinned, beside it (NAME.pinned.yaml) or in `out_dir`; the written file
     reads back as the same experiment the workflow plans from `config` with this cache (same sha256)."""
-    import copy
-
     import yaml
 
     from ewa.analysis.registry import experiment_sha256
     from ewa.config import load, validate
-    from ewa.hub import set_value
+    from ewa.hub import replaced
     from ewa.io import write_text
 
     text = config.read_text()
@@ -219,9 +217,7 @@ def write_pinned(config: Path, keys: dict[str, str], out_dir: str | None) -> Pat
         f"# {config.name} with its Hugging Face references pinned by `ewa stage` to the commits it staged:\n"
         f"# run this file on the compute nodes (staging again moves an unpinned name in {config.name}).\n")
     new = header + body
-    expected = copy.deepcopy(load(config))
-    for key, value in keys.items():
-        set_value(expected, key, value)
+    expected = replaced(load(config), keys)
     if experiment_sha256(validate(yaml.safe_load(new))) != experiment_sha256(expected):
         raise UserError(f"ewa stage: {out}: the pinned config would not be the experiment {config} names")
     if out.is_file() and out.read_text() == new:
