@@ -100,7 +100,7 @@ def clone_file(src: str | os.PathLike, dst: str | os.PathLike) -> str:
             try:
                 while left > 0 and (n := os.copy_file_range(fin.fileno(), fout.fileno(), min(left, 1 << 30))):
                     left -= n
-            except OSError:  # not in this kernel or sandbox: go on from where it stopped
+            except (OSError, AttributeError):  # not in this kernel, sandbox or OS: go on from where it stopped
                 pass
             shutil.copyfileobj(fin, fout, 1 << 24)
     shutil.copystat(src, dst)
