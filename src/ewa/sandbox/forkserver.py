@@ -544,8 +544,8 @@ class LazyMockOpen:
 
 
 def run_on_mocked_stdio(fn, text, stdin, out_fd, captured=None):
-    """fn() as reference harnesses call a stdin program (APPS's testing_util call_method, which lcb_runner
-    copies), their patches taking effect bottom-up: the read methods of the stdin the module was loaded with
+    """fn() as reference harnesses call a stdin program (testing_util's call_method, which later harnesses
+    copy), their patches taking effect bottom-up: the read methods of the stdin the module was loaded with
     (what `stdin = sys.stdin` and `from sys import stdin` bound) replaced by ones over the input's lines, then
     sys.stdin `stdin`, open() mock_open of the input, stdout captured (`captured`, a StringIO), SystemExit
     swallowed; what it printed goes to out_fd."""
